@@ -1,0 +1,8 @@
+"""The asset graph, one module per stage of the lineage (Dagster wiring; the logic is in `domain`)."""
+
+from vae_pipeline.assets.dataset import dataset_rows, episode_table
+from vae_pipeline.assets.dataset_card import dataset_card
+from vae_pipeline.assets.episodes import episodes
+from vae_pipeline.assets.meta import brief_bank, dataset_meta, rubric
+
+ASSETS = [brief_bank, rubric, dataset_meta, episodes, episode_table, dataset_rows, dataset_card]

@@ -53,30 +53,64 @@ def write_video(
     black: Sequence[Segment] = (),
     freeze: Sequence[Segment] = (),
     loop: bool = False,
+    times: Sequence[float] | None = None,
+    rotation: int = 0,
+    pix_fmt: str = "yuv420p",
+    preset: str = "ultrafast",
+    faststart: bool = False,
+    mover: int = 0,
+    noise: int = 0,
+    keyint: int | None = None,
 ) -> Path:
     """Encode an H.264 MP4 of `duration_s` seconds (frame i at i/fps) with planted segments.
 
     A `black` segment is pure black frames; a `freeze` segment repeats the frame shown at its
     start. The file is written to a temp name and renamed.
+
+    Options for odd inputs: `times` gives each frame's own time in seconds (variable frame
+    rate, millisecond time base; the last frame lasts as long as the step before it);
+    `rotation` writes a display-matrix rotation in degrees counter-clockwise; `pix_fmt`
+    "yuv444p" allows odd dimensions; `faststart` puts the index first, so a truncated file
+    still decodes up to the cut; `preset` is x264's speed/quality trade-off. For the freeze
+    rule: `mover` (px) is a small white square that keeps sliding along the top edge of every
+    non-black frame, frozen ones included; `noise` adds uniform +-noise grain to every frame.
+    `keyint` caps the distance between keyframes (so seeking lands mid-file).
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".part")
-    n_frames = max(1, round(duration_s * fps))
-    with av.open(str(tmp), "w", format="mp4") as container:
+    if times is None:
+        time_base = Fraction(1, fps)
+        n_frames = max(1, round(duration_s * fps))
+        pts = list(range(n_frames))
+    else:
+        time_base = Fraction(1, 1000)
+        pts = [round(t * 1000) for t in times]
+    options = {"movflags": "faststart"} if faststart else {}
+    with av.open(str(tmp), "w", format="mp4", container_options=options) as container:
         stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.time_base = Fraction(1, fps)
-        stream.options = {"preset": "ultrafast", "crf": "18"}
-        for i in range(n_frames):
-            t = i / fps
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+        stream.time_base = time_base
+        stream.options = {"preset": preset, "crf": "18"} | ({"g": str(keyint)} if keyint else {})
+        if rotation:
+            stream.set_display_rotation(rotation)
+        for i, pt in enumerate(pts):
+            t = float(pt * time_base)
             if _inside(t, black):
                 picture = np.zeros((height, width, 3), dtype=np.uint8)
             else:
                 held = _inside(t, freeze)
                 picture = _picture(held[0] if held else t, duration_s, width, height, loop)
+                if mover:
+                    x = (4 * i) % max(1, width - mover)
+                    picture[:mover, x : x + mover] = 255
+            if noise:
+                grain = np.random.default_rng(i).integers(-noise, noise + 1, picture.shape)
+                picture = np.clip(picture + grain, 0, 255).astype(np.uint8)
             frame = av.VideoFrame.from_ndarray(picture, format="rgb24")
-            frame.pts = i
-            frame.time_base = Fraction(1, fps)
+            frame.pts = pt
+            frame.time_base = time_base
+            if times is not None:
+                frame.duration = (pts[i + 1] if i + 1 < len(pts) else 2 * pt - pts[i - 1]) - pt
             for packet in stream.encode(frame):
                 container.mux(packet)
         for packet in stream.encode():

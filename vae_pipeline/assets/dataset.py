@@ -1,0 +1,115 @@
+"""`episode_table` (every series, in DuckDB and Parquet) and `dataset_rows` (the published rows)."""
+
+
+import io
+
+import dagster as dg
+import polars as pl
+
+from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.files import files_version, write_atomic
+from vae_pipeline.domain.rows import dataset_frame, load_withheld, publishable
+from vae_pipeline.freshness import frame_version, record_metadata
+from vae_pipeline.resources import DatasetFolder, ProjectMeta, Warehouse
+from vae_pipeline.ui import markdown_table
+
+WITHHELD = "withheld.jsonl"
+
+
+def store_in_duckdb(warehouse: Warehouse, table: pl.DataFrame) -> None:
+    """Replace the `episode_table` table in one transaction (readers see the old or the new)."""
+    with warehouse.connect() as con:
+        con.execute("BEGIN")
+        con.register("incoming", table.to_arrow())
+        con.execute("CREATE OR REPLACE TABLE episode_table AS SELECT * FROM incoming")
+        con.execute("COMMIT")
+
+
+@dg.asset(code_version="episode_table-1", group_name="dataset", kinds={"duckdb", "parquet"})
+def episode_table(context: dg.AssetExecutionContext, warehouse: Warehouse,
+                  episodes: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """Every episode of every series, valid or not, joined across the stages; also in DuckDB."""
+    table = episodes.sort("series", "id") if episodes.height else episodes
+    store_in_duckdb(warehouse, table)
+    invalid = table.filter(~pl.col("valid")) if table.height else table
+    return dg.Output(table, data_version=frame_version(table), metadata={
+        "episodes": table.height,
+        "series": table["series"].n_unique() if table.height else 0,
+        "invalid": invalid.height,
+        "duckdb": dg.MetadataValue.path(str(warehouse.database)),
+        "invalid_preview": markdown_table(invalid, ("series", "id", "error_file", "error_line", "error_reason")),
+        **record_metadata(context),
+    })
+
+
+def withheld_source(project_meta: ProjectMeta) -> str:
+    return files_version([project_meta.root / WITHHELD])
+
+
+def jsonl_bytes(frame: pl.DataFrame) -> bytes:
+    return frame.write_ndjson().encode()
+
+
+def parquet_bytes(frame: pl.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer, compression="zstd", statistics=True)
+    return buffer.getvalue()
+
+
+def _write_if_changed(path, data: bytes) -> bool:
+    if path.exists() and path.read_bytes() == data:
+        return False
+    write_atomic(path, data)
+    return True
+
+
+@dg.asset(code_version="dataset_rows-1", group_name="dataset", kinds={"parquet"},
+          check_specs=[dg.AssetCheckSpec("no_invalid_episodes", asset="dataset_rows", blocking=True,
+                                         description="No invalid episode in a published series")])
+def dataset_rows(context: dg.AssetExecutionContext, project_meta: ProjectMeta,
+                 dataset_folder: DatasetFolder, episode_table: pl.DataFrame):
+    """`episodes.jsonl` and `data/episodes.parquet`: valid episodes of completed series, by id."""
+    try:
+        withheld_episodes, withheld_series, _ = load_withheld(project_meta.root / WITHHELD)
+    except BadInput as exc:
+        raise dg.Failure(description=f"meta/{exc}") from None
+    published = publishable(episode_table, withheld_episodes, withheld_series) if episode_table.height \
+        else episode_table
+    rows = dataset_frame(published)
+    _write_if_changed(dataset_folder.root / "episodes.jsonl", jsonl_bytes(rows))
+    _write_if_changed(dataset_folder.root / "data" / "episodes.parquet", parquet_bytes(rows))
+    blocking = _invalid_in_published_series(episode_table, withheld_episodes, withheld_series)
+    yield dg.Output(rows, data_version=frame_version(rows), metadata={
+        "rows": rows.height,
+        "series": dg.MetadataValue.json(sorted(set(rows["series"].to_list()))),
+        "preview": markdown_table(rows, ("id", "series", "family", "aspect", "label", "turns", "video_ok")),
+        **record_metadata(context, withheld_source(project_meta)),
+    })
+    yield dg.AssetCheckResult(
+        check_name="no_invalid_episodes",
+        passed=blocking.height == 0,
+        description=_invalid_description(blocking),
+        metadata={"invalid": blocking.height,
+                  "episodes": markdown_table(blocking, ("series", "id", "error_file", "error_line", "error_reason"))},
+    )
+
+
+def _invalid_in_published_series(table: pl.DataFrame, withheld_episodes: set[str],
+                                 withheld_series: set[str]) -> pl.DataFrame:
+    if not table.height:
+        return table
+    return table.filter(
+        ~pl.col("valid") & (pl.col("series_status") == "completed")
+        & ~pl.col("id").is_in(sorted(withheld_episodes)) & ~pl.col("series").is_in(sorted(withheld_series))
+    )
+
+
+def _invalid_description(blocking: pl.DataFrame) -> str:
+    if not blocking.height:
+        return "Every episode of the published series is valid."
+    listed = "; ".join(f"{r['series']}/{r['id']}: {r['error_file']}"
+                       + (f":{r['error_line']}" if r["error_line"] is not None else "") + f" {r['error_reason']}"
+                       for r in blocking.head(20).iter_rows(named=True))
+    return (f"{blocking.height} invalid episode(s) in completed series: {listed}. Fix the input, or list "
+            f"the episode or series with a reason in meta/{WITHHELD} to leave it out.")
+

@@ -1,0 +1,85 @@
+"""`episodes`: every episode of a series, parsed and validated (contract 1)."""
+
+
+import dagster as dg
+import polars as pl
+
+from vae_pipeline.domain.episode import BriefValidator, parse_episode
+from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.files import files_version
+from vae_pipeline.domain.series import episode_entries, read_series_json, series_fingerprint
+from vae_pipeline.freshness import content_version, frame_version, record_metadata
+from vae_pipeline.partitions import series_partitions
+from vae_pipeline.resources import ProjectMeta, RunsRoot
+from vae_pipeline.ui import markdown_table
+
+EPISODES_SCHEMA = {
+    "id": pl.String, "series": pl.String, "series_status": pl.String, "source": pl.String,
+    "is_archive": pl.Boolean, "valid": pl.Boolean, "error_file": pl.String, "error_line": pl.Int64,
+    "error_reason": pl.String, "warnings": pl.List(pl.String), "sample": pl.String,
+    "brief_id": pl.String, "title": pl.String, "family": pl.String, "genre_id": pl.String,
+    "concept": pl.String, "aspect": pl.String, "duration_s": pl.Float64, "difficulty": pl.String,
+    "task_type": pl.String, "bank": pl.String, "loop": pl.Boolean, "brief": pl.String,
+    "result_status": pl.String, "started_at": pl.String, "date": pl.String, "turns": pl.Int64,
+    "tool_calls": pl.Int64, "images_read": pl.Int64, "renders": pl.Int64, "snapshots": pl.Int64,
+    "input_tokens": pl.Int64, "output_tokens": pl.Int64, "cache_read_tokens": pl.Int64,
+    "cache_creation_tokens": pl.Int64, "harness_error": pl.Boolean,
+    "looked_at_final_render": pl.Boolean, "delivered": pl.Boolean, "judged": pl.Boolean,
+}  # fmt: skip
+
+PREVIEW = ("id", "valid", "error_file", "error_line", "error_reason", "family", "aspect", "turns",
+           "tool_calls", "renders", "delivered", "judged")
+
+
+def parse_series(runs_root: RunsRoot, project_meta: ProjectMeta, series_id: str) -> tuple[pl.DataFrame, str]:
+    """Every episode row of one series, and the version of the files read."""
+    series_dir = runs_root.series_dir(series_id)
+    try:
+        info = read_series_json(series_dir / "series.json")
+    except (BadInput, FileNotFoundError) as exc:
+        raise dg.Failure(description=f"series {series_id}: no readable series.json ({exc})") from None
+    schema_path = project_meta.root / "brief.schema.json"
+    briefs = BriefValidator.from_file(schema_path)
+    entries, _ = episode_entries(series_dir)
+    rows, seen = [], set()
+    for entry in entries:
+        row = parse_episode(series_id, entry, briefs, size_limit=runs_root.max_unpacked_bytes)
+        if row["valid"] and row["id"] in seen:
+            row.update(valid=False, error_file=entry.name, error_line=None,
+                       error_reason="duplicate episode id (a folder and an archive of the same run?)")
+        seen.add(row["id"])
+        row["series_status"] = info["status"]
+        rows.append(row)
+    frame = pl.DataFrame(rows, schema=EPISODES_SCHEMA)
+    return frame.sort("id"), episodes_source(runs_root, project_meta, series_id)
+
+
+def episodes_source(runs_root: RunsRoot, project_meta: ProjectMeta, series_id: str) -> str:
+    """The version of what `episodes` reads: the series' files and the brief schema."""
+    return content_version(series_fingerprint(runs_root.series_dir(series_id)),
+                           files_version([project_meta.root / "brief.schema.json"]))
+
+
+@dg.asset(partitions_def=series_partitions, code_version="episodes-1", group_name="series",
+          kinds={"polars", "parquet"})
+def episodes(context: dg.AssetExecutionContext, runs_root: RunsRoot,
+             project_meta: ProjectMeta) -> dg.Output[pl.DataFrame]:
+    """Every episode of the series — run folder or archive — parsed, counted and validated."""
+    frame, source = parse_series(runs_root, project_meta, context.partition_key)
+    invalid = frame.filter(~pl.col("valid"))
+    for row in invalid.iter_rows(named=True):
+        where = row["error_file"] + (f":{row['error_line']}" if row["error_line"] is not None else "")
+        context.log.warning(f"invalid episode {row['id']}: {where}: {row['error_reason']}")
+    return dg.Output(
+        frame,
+        data_version=frame_version(frame, source),
+        metadata={
+            "episodes": frame.height,
+            "valid": frame.height - invalid.height,
+            "invalid": invalid.height,
+            "series_status": frame["series_status"][0] if frame.height else "empty",
+            "warnings": int(frame["warnings"].list.len().sum() or 0),
+            "preview": markdown_table(frame, PREVIEW),
+            **record_metadata(context, source),
+        },
+    )

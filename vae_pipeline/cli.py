@@ -1,0 +1,234 @@
+"""`vae`: generate sample runs, build the dataset, open the UI, publish.
+
+Errors are one line (no traceback) unless `--debug`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import dagster as dg
+
+
+from vae_pipeline.settings import PROJECT_ROOT, apply_defaults
+
+
+class CliError(Exception):
+    """An error the user can act on, printed as one line."""
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+# ---------------------------------------------------------------- vae sample
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from vae_pipeline.sample.generator import generate
+
+    started = time.monotonic()
+    env = apply_defaults()
+    run = generate(Path(args.out), Path(env["VAE_META_DIR"]), series=args.series,
+                   episodes=args.episodes, seed=args.seed, bad=not args.no_bad)
+    _say(f"wrote {len(run.episodes)} episodes in {len(run.series)} series to {args.out} "
+         f"({time.monotonic() - started:.1f} s)")
+    return 0
+
+
+# ---------------------------------------------------------------- vae build
+
+
+def _configure(runs: Path, out: Path, rubric_version: str | None) -> dict[str, str]:
+    if not runs.is_dir():
+        raise CliError(f"runs root {runs} is not a folder")
+    env = os.environ
+    env["VAE_RUNS_ROOT"] = str(runs.resolve())
+    env["VAE_DATASET_DIR"] = str(out.resolve())
+    if rubric_version:
+        env["VAE_RUBRIC_VERSION"] = rubric_version
+    apply_defaults(env)
+    out.mkdir(parents=True, exist_ok=True)
+    return dict(env)
+
+
+def build(runs: Path, out: Path, *, rubric_version: str | None = None, max_rounds: int = 20) -> dict:
+    """Materialize every stale or missing asset, stage by stage, on the persistent instance."""
+    from vae_pipeline.definitions import defs, resources_from_environ
+    from vae_pipeline.refresh import REFRESH_TAG, next_runs, stale, sync_series
+
+    env = _configure(runs, out, rubric_version)
+    resources = resources_from_environ(env)
+    runs_root, project_meta = resources["runs_root"], resources["project_meta"]
+    instance = dg.DagsterInstance.get()
+    changes = sync_series(instance, runs_root)
+    for skipped in changes.skipped:
+        _say(f"skipped folder {skipped.name}: {skipped.reason}")
+    if changes.added:
+        _say(f"new series: {', '.join(changes.added)}")
+    if changes.removed:
+        _say(f"series gone from the runs root: {', '.join(changes.removed)}")
+    job = defs.resolve_job_def("refresh")
+    materialized: dict[str, list[str | None]] = defaultdict(list)
+    failed: list[dict] = []
+    failed_keys: set[tuple[dg.AssetKey, str | None]] = set()
+    for round_number in range(1, max_rounds + 1):
+        items = [i for i in stale(instance, runs_root, project_meta) if (i.key, i.partition) not in failed_keys]
+        runs = next_runs(items)
+        if not runs:
+            break
+        for partition, keys in runs:
+            names = ", ".join(k.to_user_string() for k in keys)
+            _say(f"[stage {round_number}] {partition or 'all series'}: {names}")
+            result = job.execute_in_process(instance=instance, partition_key=partition, asset_selection=keys,
+                                            raise_on_error=False, tags={REFRESH_TAG: "true"})
+            for event in result.get_asset_materialization_events():
+                materialization = event.step_materialization_data.materialization
+                materialized[materialization.asset_key.to_user_string()].append(materialization.partition)
+            if not result.success:
+                done = {(dg.AssetKey.from_user_string(k), p) for k, ps in materialized.items() for p in ps}
+                for key in keys:
+                    if (key, partition) not in done:
+                        failed_keys.add((key, partition))
+                failed.append({"partition": partition, "assets": [k.to_user_string() for k in keys],
+                               "error": _run_error(result)})
+                _say(f"  failed: {failed[-1]['error']}")
+    return {
+        "materialized": {k: sorted(v, key=lambda p: p or "") for k, v in sorted(materialized.items())},
+        "failed_runs": failed,
+        "skipped_folders": [{"name": s.name, "reason": s.reason} for s in changes.skipped],
+        "invalid_episodes": invalid_episodes(resources["warehouse"]),
+        "checks": check_results(instance, defs),
+    }
+
+
+def _run_error(result: dg.ExecuteInProcessResult) -> str:
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
+            error = event.step_failure_data.error
+            return f"{event.step_key}: {error.message.strip().splitlines()[0]}"
+    return "run failed"
+
+
+def invalid_episodes(warehouse) -> list[dict]:
+    if not warehouse.database.exists():
+        return []
+    with warehouse.connect() as con:
+        tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "episode_table" not in tables:
+            return []
+        rows = con.execute(
+            "SELECT series, id, error_file, error_line, error_reason FROM episode_table "
+            "WHERE NOT valid ORDER BY series, id").fetchall()
+    return [{"series": s, "episode": e, "file": f, "line": line, "reason": r} for s, e, f, line, r in rows]
+
+
+def check_results(instance: dg.DagsterInstance, defs: dg.Definitions) -> list[dict]:
+    """The latest result of every asset check in the code location."""
+    results = []
+    for check_key in sorted(defs.resolve_asset_graph().asset_check_keys, key=lambda k: (k.asset_key.to_user_string(), k.name)):
+        record = instance.get_latest_asset_check_evaluation_record(check_key)
+        evaluation = record.evaluation if record else None
+        results.append({
+            "asset": check_key.asset_key.to_user_string(), "check": check_key.name,
+            "passed": None if evaluation is None else evaluation.passed,
+            "description": None if evaluation is None else evaluation.description,
+        })
+    return results
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    summary = build(Path(args.runs), Path(args.out), rubric_version=args.rubric_version)
+    if args.summary:
+        Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n")
+    counts = ", ".join(f"{k} ×{len(v)}" for k, v in summary["materialized"].items()) or "nothing (up to date)"
+    _say(f"materialized: {counts}")
+    _say(f"invalid episodes: {len(summary['invalid_episodes'])}")
+    for check in summary["checks"]:
+        if check["passed"] is False:
+            _say(f"check failed: {check['asset']}.{check['check']}: {check['description']}")
+    _say(f"dataset: {Path(args.out).resolve()} ({time.monotonic() - started:.1f} s)")
+    return 1 if summary["failed_runs"] else 0
+
+
+# ---------------------------------------------------------------- vae demo / ui
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    env = apply_defaults()
+    scratch = Path(args.dir or Path(env["VAE_HOME"]) / "demo")
+    runs, out = scratch / "runs", scratch / "dataset"
+    if not runs.exists():
+        cmd_sample(argparse.Namespace(out=runs, series=3, episodes=6, seed=0, no_bad=False))
+    args_build = argparse.Namespace(runs=runs, out=out, summary=scratch / "summary.json", rubric_version=None)
+    code = cmd_build(args_build)
+    _say(f"summary: {(scratch / 'summary.json').resolve()}")
+    _say(f"open the Dagster UI on the same instance: vae ui --runs {runs} --out {out}")
+    return code
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    _configure(Path(args.runs), Path(args.out), args.rubric_version)
+    workspace = PROJECT_ROOT / "workspace.yaml"
+    command = ["dagster", "dev", "-w", str(workspace), "--port", str(args.port)]
+    _say(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} {' '.join(command)}")
+    os.execvp(command[0], command)
+    return 0
+
+
+# ---------------------------------------------------------------- main
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="vae", description=__doc__)
+    top.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    sample = sub.add_parser("sample", help="write a sample runs root (contract 1)")
+    sample.add_argument("--out", required=True, type=Path)
+    sample.add_argument("--series", type=int, default=3)
+    sample.add_argument("--episodes", type=int, default=6, help="good episodes per series")
+    sample.add_argument("--seed", type=int, default=0)
+    sample.add_argument("--no-bad", action="store_true", help="plant no bad episodes")
+    sample.set_defaults(func=cmd_sample)
+
+    build_cmd = sub.add_parser("build", help="materialize every stale or missing asset")
+    build_cmd.add_argument("--runs", required=True, type=Path)
+    build_cmd.add_argument("--out", required=True, type=Path)
+    build_cmd.add_argument("--summary", type=Path)
+    build_cmd.add_argument("--rubric-version", help="host rubric in force (default: newest in meta/)")
+    build_cmd.set_defaults(func=cmd_build)
+
+    demo = sub.add_parser("demo", help="generate sample runs into a scratch folder and build them")
+    demo.add_argument("--dir", type=Path, help="scratch folder (default $VAE_HOME/demo)")
+    demo.set_defaults(func=cmd_demo)
+
+    ui = sub.add_parser("ui", help="open the Dagster UI on the same instance and settings")
+    ui.add_argument("--runs", required=True, type=Path)
+    ui.add_argument("--out", required=True, type=Path)
+    ui.add_argument("--rubric-version")
+    ui.add_argument("--port", type=int, default=3000)
+    ui.set_defaults(func=cmd_ui)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (CliError, OSError, ValueError, dg.DagsterError) as exc:
+        if args.debug:
+            raise
+        print(f"vae: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""The code location: every asset, check, job, sensor and schedule, with resources from the environment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import dagster as dg
+
+from vae_pipeline.assets import ASSETS
+from vae_pipeline.jobs import refresh_job
+from vae_pipeline.io_manager import ParquetTableIOManager
+from vae_pipeline.resources import DatasetFolder, ProjectMeta, RunsRoot, Warehouse
+from vae_pipeline.schedules import nightly_refresh
+from vae_pipeline.sensors import new_series_sensor, refresh_followup_sensor
+
+
+def build_resources(text: Callable[[str], Any], number: Callable[[str], Any]) -> dict[str, Any]:
+    """Every resource, each setting taken from its environment variable through `text`/`number`.
+
+    The code location passes `dg.EnvVar` (resolved when a run starts); the CLI and the
+    planner pass plain look-ups in `os.environ`.
+    """
+    warehouse = Warehouse(path=text("VAE_HOME"))
+    return {
+        "runs_root": RunsRoot(path=text("VAE_RUNS_ROOT"), max_unpacked_bytes=number("VAE_MAX_UNPACKED_BYTES")),
+        "project_meta": ProjectMeta(path=text("VAE_META_DIR"), rubric_version=text("VAE_RUBRIC_VERSION")),
+        "warehouse": warehouse,
+        "dataset_folder": DatasetFolder(path=text("VAE_DATASET_DIR")),
+        "io_manager": ParquetTableIOManager(warehouse=warehouse),
+    }
+
+
+def resources_from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The same resources with the settings' current values (for the CLI and tests)."""
+    return build_resources(lambda name: environ[name], lambda name: int(environ[name]))
+
+
+defs = dg.Definitions(
+    assets=ASSETS,
+    jobs=[refresh_job],
+    sensors=[new_series_sensor, refresh_followup_sensor],
+    schedules=[nightly_refresh],
+    # settings come from the environment when a run starts (EnvVar), never at import
+    resources=build_resources(dg.EnvVar, dg.EnvVar.int),
+    executor=dg.in_process_executor,
+)

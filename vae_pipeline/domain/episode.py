@@ -1,0 +1,171 @@
+"""One episode, parsed: the brief and counting columns of its dataset row, or why it is invalid.
+
+`parse_episode` never raises for bad input: an invalid episode comes back as a row with
+`valid = False` and the file, line and one-line reason, so the rest of its series goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import jsonschema
+
+from vae_pipeline.domain.episode_files import DEFAULT_SIZE_LIMIT, read_episode_files
+from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.messages import count_messages, token_columns
+from vae_pipeline.domain.series import EpisodeEntry, is_episode_id
+
+REQUIRED_FILES = ("brief.json", "result.json", "messages.jsonl")
+RESULT_STATUSES = ("completed", "error", "timeout")
+BRIEF_COLUMNS = (
+    "brief_id", "title", "family", "genre_id", "concept", "aspect", "duration_s",
+    "difficulty", "task_type", "bank",
+)  # fmt: skip
+
+# The columns `parse_episode` fills; the others of the dataset row come from later stages.
+EPISODE_COLUMNS = (
+    "id", "series", "source", "is_archive", "valid", "error_file", "error_line", "error_reason",
+    "warnings", "sample", *BRIEF_COLUMNS, "loop", "brief", "result_status", "started_at", "date",
+    "turns", "tool_calls", "images_read", "renders", "snapshots", "input_tokens",
+    "output_tokens", "cache_read_tokens", "cache_creation_tokens", "harness_error",
+    "looked_at_final_render", "delivered", "judged",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BriefValidator:
+    """Validates briefs against `meta/brief.schema.json`."""
+
+    schema: dict
+
+    @classmethod
+    def from_file(cls, path: Path) -> BriefValidator:
+        schema = json.loads(Path(path).read_text(encoding="utf-8"))
+        jsonschema.Draft202012Validator.check_schema(schema)
+        return cls(schema)
+
+    def validate(self, brief: object, text: str, file: str = "brief.json") -> None:
+        validator = jsonschema.Draft202012Validator(self.schema)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(brief))
+        if error is None:
+            return
+        field = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise BadInput(file, f"field '{field}' is invalid ({error.validator}: {_short(error.message)})",
+                       line=_line_of_key(text, error.absolute_path))
+
+
+def _short(message: str, limit: int = 80) -> str:
+    """A schema message shortened, so a long field value is never echoed in full."""
+    return message if len(message) <= limit else message[: limit - 1] + "…"
+
+
+def _line_of_key(text: str, path) -> int | None:
+    keys = [p for p in path if isinstance(p, str)]
+    if not keys:
+        return None
+    needle = json.dumps(keys[-1]) + ":"
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if needle in line.replace('" :', '":'):
+            return lineno
+    return None
+
+
+def load_json(data: bytes, file: str) -> object:
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise BadInput(file, f"is not valid JSON ({exc.msg})", line=exc.lineno) from None
+    except UnicodeDecodeError:
+        raise BadInput(file, "is not UTF-8 text") from None
+
+
+def _check_result(result: object) -> dict:
+    file = "result.json"
+    if not isinstance(result, dict):
+        raise BadInput(file, "must hold a JSON object")
+    if result.get("status") not in RESULT_STATUSES:
+        raise BadInput(file, f"field 'status' must be one of {', '.join(RESULT_STATUSES)}")
+    if not isinstance(result.get("started_at"), str):
+        raise BadInput(file, "field 'started_at' must be a string")
+    typed = {"error": (str, type(None)), "ended_at": str, "duration_s": (int, float),
+             "turns": int, "tool_calls": int, "usage": dict}
+    for key, kind in typed.items():
+        if key in result and (not isinstance(result[key], kind) or isinstance(result[key], bool)):
+            raise BadInput(file, f"field '{key}' has the wrong type")
+    return result
+
+
+def utc_date(started_at: str) -> str:
+    try:
+        moment = datetime.fromisoformat(started_at)
+    except ValueError:
+        raise BadInput("result.json", "field 'started_at' is not an ISO 8601 time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).date().isoformat()
+
+
+def parse_episode(
+    series_id: str,
+    entry: EpisodeEntry,
+    briefs: BriefValidator,
+    *,
+    size_limit: int = DEFAULT_SIZE_LIMIT,
+) -> dict:
+    """The episode's row (EPISODE_COLUMNS); invalid episodes keep their id, file, line and reason."""
+    row: dict = dict.fromkeys(EPISODE_COLUMNS)
+    row.update(id=entry.episode_id, series=series_id, source=entry.name,
+               is_archive=entry.is_archive, valid=False, warnings=[])
+    try:
+        if not is_episode_id(entry.episode_id):
+            raise BadInput(entry.name, "folder or archive name is not a valid episode id")
+        files = read_episode_files(entry, lambda name: name in REQUIRED_FILES, size_limit=size_limit)
+        row.update(_parse_files(entry.episode_id, files.data, files.sizes, briefs, row["warnings"]))
+        row["valid"] = True
+    except BadInput as exc:
+        row.update(error_file=exc.file, error_line=exc.line, error_reason=exc.reason)
+    return row
+
+
+def _parse_files(episode_id: str, data: dict[str, bytes], sizes: dict[str, int],
+                 briefs: BriefValidator, warnings: list[str]) -> dict:
+    for name in REQUIRED_FILES:
+        if name not in data:
+            raise BadInput(name, "required file is missing")
+    brief_text = data["brief.json"].decode("utf-8", errors="replace")
+    brief = load_json(data["brief.json"], "brief.json")
+    briefs.validate(brief, brief_text)
+    result = _check_result(load_json(data["result.json"], "result.json"))
+    counts = count_messages(data["messages.jsonl"])
+
+    brief_id, _, sample = episode_id.rpartition("-")
+    if brief["brief_id"] != brief_id:
+        warnings.append("brief.json brief_id differs from the episode id's brief part")
+    for column in ("turns", "tool_calls"):
+        reported, derived = result.get(column), getattr(counts, column)
+        if reported is not None and reported != derived:
+            warnings.append(f"result.json {column} = {reported}, messages.jsonl gives {derived}")
+    harness_error = (result["status"] == "error" and "403" in str(result.get("error") or "")) \
+        or counts.result_text_has_403
+    return {
+        **{column: brief.get(column) for column in BRIEF_COLUMNS},
+        "sample": sample,
+        "loop": bool(brief.get("loop", False)),
+        "brief": json.dumps(brief, ensure_ascii=False),
+        "result_status": result["status"],
+        "started_at": result["started_at"],
+        "date": utc_date(result["started_at"]),
+        "turns": counts.turns,
+        "tool_calls": counts.tool_calls,
+        "images_read": counts.images_read,
+        "renders": counts.renders,
+        "snapshots": counts.snapshots,
+        **token_columns(counts, result.get("usage")),
+        "harness_error": bool(harness_error),
+        "looked_at_final_render": counts.looked_at_final_render,
+        "delivered": "out.mp4" in sizes,
+        "judged": "judge.json" in sizes,
+    }

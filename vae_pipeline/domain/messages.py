@@ -1,0 +1,105 @@
+"""The dataset's counting columns, derived from `messages.jsonl` by the contract's rules.
+
+Only counts and flags leave this module: message text is never kept, so nothing the agent
+saw or wrote (secrets, home paths) reaches the pipeline's own storage.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from vae_pipeline.domain.errors import BadInput
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+TOKEN_FIELDS = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "cache_read_tokens": "cache_read_input_tokens",
+    "cache_creation_tokens": "cache_creation_input_tokens",
+}
+
+
+@dataclass
+class MessageCounts:
+    turns: int = 0
+    tool_calls: int = 0
+    images_read: int = 0
+    renders: int = 0
+    snapshots: int = 0
+    looked_at_final_render: bool = False
+    result_usage: dict | None = None  # usage of the last `result` message, if any
+    result_text_has_403: bool = False
+
+
+def count_messages(data: bytes, file: str = "messages.jsonl") -> MessageCounts:
+    """Walk the SDK messages in order; raises BadInput naming the line of any malformed one."""
+    counts = MessageCounts()
+    last_render_step = -1
+    last_image_read_step = -1
+    step = 0
+    for lineno, raw in enumerate(data.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            message = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+            raise BadInput(file, f"line is not valid JSON ({reason})", line=lineno) from None
+        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+            raise BadInput(file, "line must be a JSON object with a string 'type'", line=lineno)
+        kind = message["type"]
+        if kind == "assistant":
+            counts.turns += 1
+            for block in _content_blocks(message, file, lineno):
+                if block.get("type") != "tool_use":
+                    continue
+                step += 1
+                counts.tool_calls += 1
+                name, tool_input = block.get("name"), block.get("input")
+                if not isinstance(name, str) or not isinstance(tool_input, dict):
+                    raise BadInput(file, "tool_use block needs a string 'name' and an object 'input'", line=lineno)
+                if name == "Read" and _is_image_path(tool_input.get("file_path")):
+                    counts.images_read += 1
+                    last_image_read_step = step
+                elif name == "Bash" and isinstance(tool_input.get("command"), str):
+                    command = tool_input["command"]
+                    if "hyperframes render" in command:
+                        counts.renders += 1
+                        last_render_step = step
+                    if "hyperframes snapshot" in command:
+                        counts.snapshots += 1
+                        last_render_step = step
+        elif kind == "result":
+            usage = message.get("usage")
+            if usage is not None and not isinstance(usage, dict):
+                raise BadInput(file, "result message 'usage' must be an object", line=lineno)
+            counts.result_usage = usage
+            text = message.get("result")
+            counts.result_text_has_403 = isinstance(text, str) and "403" in text
+    counts.looked_at_final_render = last_render_step >= 0 and last_image_read_step > last_render_step
+    return counts
+
+
+def _content_blocks(message: dict, file: str, lineno: int) -> list[dict]:
+    body = message.get("message")
+    content = body.get("content") if isinstance(body, dict) else None
+    if isinstance(content, str):
+        return []
+    if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+        raise BadInput(file, "assistant message needs 'message.content' as a list of blocks", line=lineno)
+    return content
+
+
+def _is_image_path(value: object) -> bool:
+    return isinstance(value, str) and value.lower().endswith(IMAGE_SUFFIXES)
+
+
+def token_columns(counts: MessageCounts, result_json_usage: dict | None) -> dict[str, int | None]:
+    """Tokens from the `result` message's usage, else from result.json's."""
+    usage = counts.result_usage if counts.result_usage is not None else (result_json_usage or {})
+    columns: dict[str, int | None] = {}
+    for column, key in TOKEN_FIELDS.items():
+        value = usage.get(key)
+        columns[column] = value if isinstance(value, int) and not isinstance(value, bool) else None
+    return columns

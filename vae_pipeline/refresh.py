@@ -1,0 +1,88 @@
+"""Bringing the graph up to date: which series exist, what is stale, which runs to launch next.
+
+Shared by `vae build`, the nightly schedule and the sensors, so that all of them agree on
+what "stale" means (see `freshness`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import dagster as dg
+
+from vae_pipeline.assets import ASSETS
+from vae_pipeline.assets.dataset import dataset_rows, withheld_source
+from vae_pipeline.assets.episodes import episodes, episodes_source
+from vae_pipeline.assets.meta import (brief_bank, brief_bank_source, dataset_meta, dataset_meta_source,
+                                      rubric, rubric_source)
+from vae_pipeline.domain.series import Skipped, discover_series
+from vae_pipeline.freshness import SourceVersions, StaleItem, stale_items
+from vae_pipeline.partitions import SERIES
+from vae_pipeline.resources import ProjectMeta, RunsRoot
+
+REFRESH_TAG = "vae/refresh"
+
+
+def asset_specs() -> list[dg.AssetSpec]:
+    return [spec for assets_def in ASSETS for spec in assets_def.specs]
+
+
+def source_versions(runs_root: RunsRoot, project_meta: ProjectMeta) -> SourceVersions:
+    """The current version of the files each file-reading asset reads."""
+    return {
+        episodes.key: lambda series: episodes_source(runs_root, project_meta, series),
+        brief_bank.key: lambda _: brief_bank_source(project_meta),
+        rubric.key: lambda _: rubric_source(project_meta),
+        dataset_meta.key: lambda _: dataset_meta_source(project_meta),
+        dataset_rows.key: lambda _: withheld_source(project_meta),
+    }
+
+
+@dataclass(frozen=True)
+class SeriesSync:
+    added: list[str]
+    removed: list[str]
+    skipped: list[Skipped]
+
+
+def series_changes(instance: dg.DagsterInstance, runs_root: RunsRoot) -> SeriesSync:
+    """Series found under the runs root that are not partitions yet, and partitions whose folder is gone."""
+    found, skipped = discover_series(runs_root.root)
+    known = set(instance.get_dynamic_partitions(SERIES))
+    ids = {series.series_id for series in found}
+    return SeriesSync(sorted(ids - known), sorted(known - ids), skipped)
+
+
+def sync_series(instance: dg.DagsterInstance, runs_root: RunsRoot) -> SeriesSync:
+    """Make the `series` partitions match the runs root."""
+    changes = series_changes(instance, runs_root)
+    if changes.added:
+        instance.add_dynamic_partitions(SERIES, changes.added)
+    for series_id in changes.removed:
+        instance.delete_dynamic_partition(SERIES, series_id)
+    return changes
+
+
+def stale(instance: dg.DagsterInstance, runs_root: RunsRoot, project_meta: ProjectMeta) -> list[StaleItem]:
+    return stale_items(instance, asset_specs(), source_versions(runs_root, project_meta),
+                       instance.get_dynamic_partitions(SERIES))
+
+
+def next_runs(items: list[StaleItem]) -> list[tuple[str | None, list[dg.AssetKey]]]:
+    """The runs to launch now: stale assets whose upstream is fresh, one run per series (and one
+    for the unpartitioned assets), partitioned assets first."""
+    by_partition: dict[str | None, list[dg.AssetKey]] = defaultdict(list)
+    for item in items:
+        if item.reason != "upstream stale":
+            by_partition[item.partition].append(item.key)
+    return sorted(by_partition.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
+
+
+def run_requests(items: list[StaleItem], tags: dict[str, str] | None = None) -> list[dg.RunRequest]:
+    return [
+        dg.RunRequest(asset_selection=keys, partition_key=partition,
+                      tags={REFRESH_TAG: "true", **(tags or {})})
+        for partition, keys in next_runs(items)
+    ]
+

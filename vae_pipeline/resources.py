@@ -1,0 +1,74 @@
+"""The outside world, as resources configured from the environment (see the README's table)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+
+from vae_pipeline.domain.episode_files import DEFAULT_SIZE_LIMIT
+
+
+class RunsRoot(dg.ConfigurableResource):
+    """The harness's runs root. Only ever read."""
+
+    path: str
+    max_unpacked_bytes: int = DEFAULT_SIZE_LIMIT
+
+    @property
+    def root(self) -> Path:
+        return Path(self.path)
+
+    def series_dir(self, series_id: str) -> Path:
+        return Path(self.path) / series_id
+
+
+class ProjectMeta(dg.ConfigurableResource):
+    """The project's `meta/` folder: brief banks, brief schema, rubrics, allow and withheld lists."""
+
+    path: str
+    rubric_version: str = "latest"  # `latest`: the newest meta/rubric-v*.json
+
+    @property
+    def root(self) -> Path:
+        return Path(self.path)
+
+    @property
+    def pinned_rubric_version(self) -> str | None:
+        return None if self.rubric_version in ("", "latest") else self.rubric_version
+
+
+class Warehouse(dg.ConfigurableResource):
+    """The pipeline's own state: DuckDB database, frames and contact sheets, scratch space."""
+
+    path: str
+
+    @property
+    def root(self) -> Path:
+        return Path(self.path)
+
+    @property
+    def database(self) -> Path:
+        # not named after a schema or table inside it: `episodes.duckdb` + table `episodes` is ambiguous
+        return self.root / "vae_warehouse.duckdb"
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        self.root.mkdir(parents=True, exist_ok=True)
+        return duckdb.connect(str(self.database))
+
+    def scratch(self) -> Path:
+        path = self.root / "scratch"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+class DatasetFolder(dg.ConfigurableResource):
+    """The dataset folder that is published (contract 3)."""
+
+    path: str
+
+    @property
+    def root(self) -> Path:
+        return Path(self.path)
+

@@ -1,0 +1,42 @@
+"""Sensors: new series become partitions, and a refresh continues stage by stage."""
+
+
+import dagster as dg
+
+from vae_pipeline.jobs import refresh_job
+from vae_pipeline.partitions import SERIES
+from vae_pipeline.refresh import REFRESH_TAG, run_requests, series_changes, stale
+from vae_pipeline.resources import ProjectMeta, RunsRoot
+
+IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+             dg.DagsterRunStatus.STARTED]
+
+
+@dg.sensor(job=refresh_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
+def new_series_sensor(context: dg.SensorEvaluationContext, runs_root: RunsRoot,
+                      project_meta: ProjectMeta) -> dg.SensorResult | dg.SkipReason:
+    """Adds a partition for every new series under the runs root and requests its first runs."""
+    changes = series_changes(context.instance, runs_root)
+    for skipped in changes.skipped:
+        context.log.warning(f"skipped folder {skipped.name}: {skipped.reason}")
+    if not changes.added:
+        return dg.SkipReason("no new series")
+    context.instance.add_dynamic_partitions(SERIES, changes.added)
+    new = set(changes.added)
+    items = [item for item in stale(context.instance, runs_root, project_meta) if item.partition in new]
+    return dg.SensorResult(run_requests=run_requests(items))
+
+
+@dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, request_job=refresh_job,
+                      default_status=dg.DefaultSensorStatus.RUNNING)
+def refresh_followup_sensor(context: dg.RunStatusSensorContext, runs_root: RunsRoot,
+                            project_meta: ProjectMeta):
+    """After a refresh run succeeds, launch the next stage once the current one has finished."""
+    if context.dagster_run.tags.get(REFRESH_TAG) != "true":
+        return dg.SkipReason("not a refresh run")
+    in_flight = context.instance.get_run_records(
+        dg.RunsFilter(statuses=IN_FLIGHT, tags={REFRESH_TAG: "true"}), limit=1)
+    if in_flight:
+        return dg.SkipReason("refresh runs still in flight")
+    requests = run_requests(stale(context.instance, runs_root, project_meta))
+    return requests or dg.SkipReason("everything is up to date")

@@ -12,7 +12,7 @@ from vae_pipeline.jobs import refresh_job
 from vae_pipeline.io_manager import ParquetTableIOManager
 from vae_pipeline.resources import DatasetFolder, ProjectMeta, RunsRoot, Warehouse
 from vae_pipeline.schedules import nightly_refresh
-from vae_pipeline.sensors import new_series_sensor, refresh_followup_sensor
+from vae_pipeline.sensors import new_series_sensor, refresh_after_check_failure_sensor, refresh_followup_sensor
 
 
 def build_resources(text: Callable[[str], Any], number: Callable[[str], Any]) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def resources_from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
 defs = dg.Definitions(
     assets=ASSETS,
     jobs=[refresh_job],
-    sensors=[new_series_sensor, refresh_followup_sensor],
+    sensors=[new_series_sensor, refresh_followup_sensor, refresh_after_check_failure_sensor],
     schedules=[nightly_refresh],
     # settings come from the environment when a run starts (EnvVar), never at import
     resources=build_resources(dg.EnvVar, dg.EnvVar.int),

@@ -118,7 +118,7 @@ def stale_items(instance: dg.DagsterInstance, specs: list[dg.AssetSpec], sources
 
 def _stale_reason(instance, spec, partition, partitions, sources, pending) -> str | None:
     for dep in spec.deps:
-        if (dep.asset_key, partition) in pending or (
+        if (dep.asset_key, partition) in pending or (dep.asset_key, None) in pending or (
             partition is None and any((dep.asset_key, p) in pending for p in partitions)
         ):
             return "upstream stale"

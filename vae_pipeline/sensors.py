@@ -5,7 +5,7 @@ import dagster as dg
 
 from vae_pipeline.jobs import refresh_job
 from vae_pipeline.partitions import SERIES
-from vae_pipeline.refresh import REFRESH_TAG, run_requests, series_changes, stale
+from vae_pipeline.refresh import REFRESH_TAG, failed_only_on_checks, run_requests, series_changes, stale
 from vae_pipeline.resources import ProjectMeta, RunsRoot
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -27,11 +27,8 @@ def new_series_sensor(context: dg.SensorEvaluationContext, runs_root: RunsRoot,
     return dg.SensorResult(run_requests=run_requests(items))
 
 
-@dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, request_job=refresh_job,
-                      default_status=dg.DefaultSensorStatus.RUNNING)
-def refresh_followup_sensor(context: dg.RunStatusSensorContext, runs_root: RunsRoot,
-                            project_meta: ProjectMeta):
-    """After a refresh run succeeds, launch the next stage once the current one has finished."""
+def continue_refresh(context: dg.RunStatusSensorContext, runs_root: RunsRoot, project_meta: ProjectMeta):
+    """Launch the next stage of a refresh once none of its runs is still in flight."""
     if context.dagster_run.tags.get(REFRESH_TAG) != "true":
         return dg.SkipReason("not a refresh run")
     in_flight = context.instance.get_run_records(
@@ -40,3 +37,20 @@ def refresh_followup_sensor(context: dg.RunStatusSensorContext, runs_root: RunsR
         return dg.SkipReason("refresh runs still in flight")
     requests = run_requests(stale(context.instance, runs_root, project_meta))
     return requests or dg.SkipReason("everything is up to date")
+
+
+@dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, request_job=refresh_job,
+                      default_status=dg.DefaultSensorStatus.RUNNING)
+def refresh_followup_sensor(context: dg.RunStatusSensorContext, runs_root: RunsRoot, project_meta: ProjectMeta):
+    """After a refresh run succeeds, the next stage."""
+    return continue_refresh(context, runs_root, project_meta)
+
+
+@dg.run_status_sensor(run_status=dg.DagsterRunStatus.FAILURE, request_job=refresh_job,
+                      default_status=dg.DefaultSensorStatus.RUNNING)
+def refresh_after_check_failure_sensor(context: dg.RunStatusSensorContext, runs_root: RunsRoot,
+                                       project_meta: ProjectMeta):
+    """A refresh run that failed only on blocking checks materialized its assets: carry on."""
+    if not failed_only_on_checks(context.instance, context.dagster_run.run_id):
+        return dg.SkipReason("the run failed; not continuing past a failed asset")
+    return continue_refresh(context, runs_root, project_meta)

@@ -25,11 +25,34 @@ def store_in_duckdb(warehouse: Warehouse, table: pl.DataFrame) -> None:
         con.execute("COMMIT")
 
 
+def join_stages(episodes: pl.DataFrame, renders: pl.DataFrame, verdicts: pl.DataFrame,
+                labels: pl.DataFrame) -> pl.DataFrame:
+    """One row per episode with every stage's columns; a bad judge.json makes the episode invalid."""
+    if not episodes.height:
+        return episodes
+    table = episodes
+    for stage in (renders, verdicts, labels):
+        if stage.height:
+            table = table.join(stage, on="id", how="left", suffix="_dup")
+    table = table.drop([c for c in table.columns if c.endswith("_dup")])
+    if "judge_valid" in table.columns:
+        bad_judge = pl.col("judge_valid").fill_null(True).not_()
+        table = table.with_columns(
+            valid=pl.col("valid") & ~bad_judge,
+            error_file=pl.when(bad_judge).then(pl.col("judge_error_file")).otherwise(pl.col("error_file")),
+            error_line=pl.when(bad_judge).then(pl.col("judge_error_line")).otherwise(pl.col("error_line")),
+            error_reason=pl.when(bad_judge).then(pl.col("judge_error_reason")).otherwise(pl.col("error_reason")),
+        )
+    return table.with_columns(
+        video=pl.when(pl.col("valid") & pl.col("delivered")).then(pl.format("videos/{}.mp4", pl.col("id"))),
+    ).sort("series", "id")
+
+
 @dg.asset(code_version="episode_table-1", group_name="dataset", kinds={"duckdb", "parquet"})
-def episode_table(context: dg.AssetExecutionContext, warehouse: Warehouse,
-                  episodes: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+def episode_table(context: dg.AssetExecutionContext, warehouse: Warehouse, episodes: pl.DataFrame,
+                  renders: pl.DataFrame, verdicts: pl.DataFrame, labels: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """Every episode of every series, valid or not, joined across the stages; also in DuckDB."""
-    table = episodes.sort("series", "id") if episodes.height else episodes
+    table = join_stages(episodes, renders, verdicts, labels)
     store_in_duckdb(warehouse, table)
     invalid = table.filter(~pl.col("valid")) if table.height else table
     return dg.Output(table, data_version=frame_version(table), metadata={

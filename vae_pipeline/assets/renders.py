@@ -1,0 +1,149 @@
+"""`renders`: the mechanical facts of every delivered video, the judge's 14 frames, a contact sheet."""
+
+import base64
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+from PIL import Image
+
+from vae_pipeline.assets.meta import rubric_file
+from vae_pipeline.domain.contact_sheet import contact_sheet
+from vae_pipeline.domain.episode_files import read_episode_files
+from vae_pipeline.domain.files import write_atomic
+from vae_pipeline.domain.rows import JUDGE_FRAMES, RANGES
+from vae_pipeline.domain.rubric import load_rubric
+from vae_pipeline.domain.sampler import sample_times, save_frames
+from vae_pipeline.domain.series import EpisodeEntry
+from vae_pipeline.domain.video_facts import iter_analyses
+from vae_pipeline.freshness import frame_version, record_metadata
+from vae_pipeline.partitions import series_partitions
+from vae_pipeline.resources import ProjectMeta, RunsRoot, Warehouse
+from vae_pipeline.ui import markdown_table
+
+RENDERS_SCHEMA = {
+    "id": pl.String, "video_ok": pl.Boolean, "video_duration_s": pl.Float64, "fps": pl.Float64,
+    "width": pl.Int64, "height": pl.Int64, "video_aspect": pl.String, "black_ranges": RANGES,
+    "freeze_ranges": RANGES, "still": pl.Boolean, "loop_seam": pl.Float64, "video_error": pl.String,
+    "judge_frames": JUDGE_FRAMES, "video_size": pl.Int64, "staged_video": pl.String,
+    "contact_sheet": pl.String,
+}  # fmt: skip
+CONTACT_SHEETS_SHOWN = 3
+
+
+def episode_entry(runs_root: RunsRoot, row: dict) -> EpisodeEntry:
+    """The run folder or archive a parsed row came from."""
+    return EpisodeEntry(row["source"], row["id"], runs_root.series_dir(row["series"]) / row["source"],
+                        row["is_archive"])
+
+
+def stage_video(runs_root: RunsRoot, row: dict, staged: Path) -> Path:
+    """Put the episode's out.mp4 at `staged`, byte-identical: a hard link for a run folder (a copy
+    across file systems), the member's bytes for an archive. The runs root is never written."""
+    entry = episode_entry(runs_root, row)
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    tmp = staged.with_name(f".{staged.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    if entry.is_archive:
+        files = read_episode_files(entry, lambda name: name == "out.mp4", size_limit=runs_root.max_unpacked_bytes)
+        write_atomic(staged, files.data["out.mp4"])
+        return staged
+    source = entry.path / "out.mp4"
+    try:
+        os.link(source, tmp)
+    except OSError:
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, staged)
+    return staged
+
+
+def _sampler(brief: dict, frames: int, min_gap_s: float):
+    return lambda duration_s, fps: sample_times(duration_s, fps, brief, frames=frames, min_gap_s=min_gap_s)
+
+
+def _thumbnail_markdown(episode_id: str, sheet: Path) -> str:
+    picture = Image.open(sheet)
+    picture.thumbnail((640, 640))
+    buffer = io.BytesIO()
+    picture.convert("RGB").save(buffer, format="JPEG", quality=70)
+    return f"**{episode_id}**\n\n![{episode_id}](data:image/jpeg;base64,{base64.b64encode(buffer.getvalue()).decode()})"
+
+
+@dg.asset(partitions_def=series_partitions, code_version="renders-1", group_name="series",
+          kinds={"pyav", "parquet"},
+          check_specs=[dg.AssetCheckSpec("every_delivered_video_analysed", asset="renders"),
+                       dg.AssetCheckSpec("facts_in_domain", asset="renders")])
+def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
+            warehouse: Warehouse, episodes: pl.DataFrame):
+    """Facts of every delivered out.mp4 (one decode pass each, in parallel), the judge's frames
+    and a contact sheet per episode."""
+    series = context.partition_key
+    sampler_settings = load_rubric(rubric_file(project_meta)).sampler
+    delivered = episodes.filter(pl.col("valid") & pl.col("delivered")).to_dicts()
+    frames_root = warehouse.root / "frames" / series
+    videos_root = warehouse.root / "videos" / series
+    jobs = []
+    for row in delivered:
+        staged = stage_video(runs_root, row, videos_root / f"{row['id']}.mp4")
+        jobs.append((staged, _sampler(json.loads(row["brief"]), sampler_settings.frames, sampler_settings.min_gap_s)))
+    context.log.info(f"analysing {len(jobs)} videos on {os.cpu_count()} cores")
+    # results arrive in order, a few at a time: only those videos' 14 frames are in memory
+    analyses = iter_analyses(jobs, workers=os.cpu_count() or 1)
+    rows, shown = [], []
+    for row, (staged, _), analysis in zip(delivered, jobs, analyses, strict=True):
+        facts = analysis.facts
+        sheet = None
+        if analysis.frames:
+            out_dir = frames_root / row["id"]
+            save_frames(analysis.frames, out_dir, quality=sampler_settings.jpeg_quality)
+            sheet = out_dir / "contact.jpg"
+            write_atomic(sheet, contact_sheet(analysis.frames))
+            if len(shown) < CONTACT_SHEETS_SHOWN:
+                shown.append(_thumbnail_markdown(row["id"], sheet))
+        rows.append({
+            "id": row["id"], "video_ok": facts["video_ok"], "video_duration_s": facts["video_duration_s"],
+            "fps": facts["fps"], "width": facts["width"], "height": facts["height"],
+            "video_aspect": facts["aspect"], "black_ranges": facts["black_ranges"],
+            "freeze_ranges": facts["freeze_ranges"], "still": facts["still"], "loop_seam": facts["loop_seam"],
+            "video_error": facts["error"],
+            "judge_frames": [{"t_s": t, "reason": reason} for t, reason, _ in analysis.frames] or None,
+            "video_size": staged.stat().st_size, "staged_video": staged.relative_to(warehouse.root).as_posix(),
+            "contact_sheet": sheet.relative_to(warehouse.root).as_posix() if sheet else None,
+        })
+    frame = pl.DataFrame(rows, schema=RENDERS_SCHEMA)
+    yield dg.Output(frame, data_version=frame_version(frame), metadata={
+        "videos": frame.height,
+        "decoded": int(frame["video_ok"].sum() or 0),
+        "minutes": round(float(frame["video_duration_s"].sum() or 0) / 60, 2),
+        "preview": markdown_table(frame, ("id", "video_ok", "video_duration_s", "fps", "width", "height",
+                                          "video_aspect", "black_ranges", "freeze_ranges", "still", "video_error")),
+        "contact_sheets": dg.MetadataValue.md("\n\n".join(shown) or "no decodable video"),
+        **record_metadata(context),
+    })
+    missing = sorted(set(r["id"] for r in delivered) - set(frame["id"].to_list()))
+    yield dg.AssetCheckResult(check_name="every_delivered_video_analysed", passed=not missing,
+                              description="every delivered video has facts" if not missing
+                              else f"no facts for: {', '.join(missing)}")
+    problems = facts_out_of_domain(frame)
+    yield dg.AssetCheckResult(check_name="facts_in_domain", passed=not problems,
+                              description="; ".join(problems[:20]) or "ranges ordered and inside the duration")
+
+
+def facts_out_of_domain(frame: pl.DataFrame) -> list[str]:
+    """Episodes whose facts are impossible: unordered or overlapping ranges, ranges past the end."""
+    problems = []
+    for row in frame.filter(pl.col("video_ok")).iter_rows(named=True):
+        duration = row["video_duration_s"] or 0.0
+        if not (row["width"] or 0) > 0 or not (row["height"] or 0) > 0 or not (row["fps"] or 0) > 0:
+            problems.append(f"{row['id']}: non-positive size or fps")
+        for name in ("black_ranges", "freeze_ranges"):
+            previous_end = -1.0
+            for start, end in row[name] or []:
+                if not (0 <= start < end <= duration + 1e-3) or start < previous_end:
+                    problems.append(f"{row['id']}: {name} [{start}, {end}] outside [0, {duration}] or unordered")
+                previous_end = end
+    return problems

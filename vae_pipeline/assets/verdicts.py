@@ -1,0 +1,74 @@
+"""`verdicts`: the judge's stored answer of every judged episode, parsed and validated.
+
+Only the structured parts are kept (scores, defect severities, versions, the stored host
+label): the judge's free text stays in the archive, where the scrub sees it.
+"""
+
+import dagster as dg
+import polars as pl
+
+from vae_pipeline.assets.renders import episode_entry
+from vae_pipeline.domain.episode_files import read_episode_files
+from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.judge import parse_judge
+from vae_pipeline.domain.rubric import AXES
+from vae_pipeline.freshness import frame_version, record_metadata
+from vae_pipeline.partitions import series_partitions
+from vae_pipeline.resources import RunsRoot
+from vae_pipeline.ui import markdown_table
+
+VERDICTS_SCHEMA = {
+    "id": pl.String, "judge_valid": pl.Boolean, "judge_error_file": pl.String,
+    "judge_error_line": pl.Int64, "judge_error_reason": pl.String, "judge_model": pl.String,
+    "rubric_version": pl.String, "judged_at": pl.String, "judge_verdict": pl.String,
+    "stored_host_label": pl.String, "defect_severities": pl.List(pl.String),
+    **{f"answer_{axis}": pl.Int64 for axis in AXES},
+}  # fmt: skip
+
+
+def answer_of(row: dict) -> dict | None:
+    """The parts of the judge's answer the host rules read, rebuilt from a verdicts row."""
+    if not row.get("judge_valid"):
+        return None
+    return {"scores": {axis: row[f"answer_{axis}"] for axis in AXES},
+            "defects": [{"severity": s} for s in row["defect_severities"] or []]}
+
+
+def read_verdict(runs_root: RunsRoot, row: dict) -> dict:
+    out = dict.fromkeys(VERDICTS_SCHEMA)
+    out["id"] = row["id"]
+    try:
+        files = read_episode_files(episode_entry(runs_root, row), lambda name: name == "judge.json",
+                                   size_limit=runs_root.max_unpacked_bytes)
+        judge = parse_judge(files.data["judge.json"].decode("utf-8", errors="replace"))
+    except BadInput as exc:
+        out.update(judge_valid=False, judge_error_file=exc.file, judge_error_line=exc.line,
+                   judge_error_reason=exc.reason)
+        return out
+    answer = judge["answer"]
+    out.update(judge_valid=True, judge_model=judge["judge_model"], rubric_version=judge["rubric_version"],
+               judged_at=judge["judged_at"], judge_verdict=answer.get("verdict"),
+               stored_host_label=judge["stored_host_label"],
+               defect_severities=[d["severity"] for d in answer.get("defects", [])],
+               **{f"answer_{axis}": answer["scores"][axis] for axis in AXES})
+    return out
+
+
+@dg.asset(partitions_def=series_partitions, code_version="verdicts-1", group_name="series", kinds={"parquet"})
+def verdicts(context: dg.AssetExecutionContext, runs_root: RunsRoot, episodes: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """judge.json of every judged episode: the answer's scores and defects, versions, stored host label."""
+    judged = episodes.filter(pl.col("valid") & pl.col("judged")).to_dicts()
+    frame = pl.DataFrame([read_verdict(runs_root, row) for row in judged], schema=VERDICTS_SCHEMA)
+    bad = frame.filter(~pl.col("judge_valid"))
+    for row in bad.iter_rows(named=True):
+        line = f":{row['judge_error_line']}" if row["judge_error_line"] is not None else ""
+        context.log.warning(f"invalid episode {row['id']}: {row['judge_error_file']}{line}: {row['judge_error_reason']}")
+    return dg.Output(frame, data_version=frame_version(frame), metadata={
+        "judged": frame.height,
+        "invalid_judge_json": bad.height,
+        "by_judge_verdict": dg.MetadataValue.json(
+            {str(k): v for k, v in frame.group_by("judge_verdict").len().iter_rows()}),
+        "preview": markdown_table(frame, ("id", "judge_valid", "judge_verdict", "stored_host_label",
+                                          "rubric_version", "judge_error_reason")),
+        **record_metadata(context),
+    })

@@ -1,0 +1,91 @@
+"""The judge's frames (contract 2): which times to show, and writing them as JPEG + labels.
+
+The times are a pure function of the measured duration, fps and the brief, so the host can
+recompute them and check a stored `frames/labels.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from PIL import Image
+
+# Float slack for "closer than 0.1 s" and for gap ties: 0.3 - 0.2 is 0.0999999..., which the
+# contract means as exactly 0.1 (kept), and two equal gaps must tie.
+EPS = 1e-9
+
+
+def _candidates(duration_s: float, fps: float, brief: dict) -> list[tuple[float, str]]:
+    """Steps 1-4 of the contract, in priority order (before clamping)."""
+    out = [(0.0, "first"), (duration_s - 1 / fps, "last")]
+    out += [(float(c["t_s"]), "criterion") for c in brief.get("success_criteria") or []]
+    out += [(float(e["t_s"]), "event") for e in brief.get("events") or []]
+    out += [((float(b["start_s"]) + float(b["end_s"])) / 2, "beat") for b in brief.get("beats") or []]
+    return out
+
+
+def sample_times(duration_s: float, fps: float, brief: dict, *, frames: int = 14,
+                 min_gap_s: float = 0.1) -> list[dict]:
+    """The contract's `frames` sample times as sorted `{"t_s", "reason"}`.
+
+    Fewer than `frames` come back only when the video is too short to hold that many times
+    `min_gap_s` apart: the widest gap's midpoint is then itself too close, and so is every
+    other fill candidate.
+    """
+    last = max(0.0, duration_s - 1 / fps)
+    chosen: list[tuple[float, str]] = []
+
+    def offer(t: float, reason: str) -> bool:
+        t = min(max(t, 0.0), last)
+        if any(abs(t - c) < min_gap_s - EPS for c, _ in chosen):
+            return False
+        chosen.append((t, reason))
+        return True
+
+    for t, reason in _candidates(duration_s, fps, brief):
+        if len(chosen) == frames:
+            break
+        offer(t, reason)
+    while len(chosen) < frames:
+        times = sorted(c for c, _ in chosen)
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        if not gaps:
+            break
+        widest = max(gaps)
+        k = next(i for i, g in enumerate(gaps) if g >= widest - EPS)  # earliest on a tie
+        if not offer((times[k] + times[k + 1]) / 2, "fill"):
+            break
+    return [{"t_s": round(t, 3), "reason": r} for t, r in sorted(chosen, key=lambda c: c[0])]
+
+
+def _atomic_write(path: Path, write) -> None:
+    """Write via a temp name in the same folder, then rename: readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def save_frames(frames: Sequence[tuple[float, str, Image.Image]], out_dir: Path,
+                quality: int = 90) -> list[dict]:
+    """Write `f00.jpg`, `f01.jpg`... and `labels.json` (written last); return the labels.
+
+    Frame files of an earlier, longer save are removed so the folder matches its labels.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    labels = []
+    for i, (t_s, reason, image) in enumerate(frames):
+        name = f"f{i:02d}.jpg"
+        rgb = image.convert("RGB")
+        _atomic_write(out_dir / name, lambda p, im=rgb: im.save(p, format="JPEG", quality=quality))
+        labels.append({"file": name, "t_s": t_s, "reason": reason})
+    text = json.dumps(labels, indent=2) + "\n"
+    _atomic_write(out_dir / "labels.json", lambda p: p.write_text(text, encoding="utf-8"))
+    keep = {label["file"] for label in labels}
+    for stale in out_dir.glob("f[0-9][0-9].jpg"):
+        if stale.name not in keep:
+            stale.unlink()
+    return labels

@@ -1,0 +1,387 @@
+"""`vae sample`: a runs root written to contract 1, small, fast and deterministic for a seed.
+
+It is the demo's data and the tests' data. Every episode is built from a plan (`EpisodePlan`)
+that says what was planted in it — the bad-input kind, the video's defects, the secrets — so a
+test can compare what the pipeline found with what was put there.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import io
+import json
+import random
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import zstandard
+from PIL import Image, ImageDraw
+
+from vae_pipeline.domain.host import host_verdict
+from vae_pipeline.domain.rubric import AXES, Rubric, load_rubric, rubric_in_force
+from vae_pipeline.domain.sampler import sample_times
+from vae_pipeline.domain.video_facts import VideoAnalysis, analyse_video
+from vae_pipeline.sample.planted import planted_values
+from vae_pipeline.sample.video import write_video
+
+# (width, height) of the sample clips for each aspect: small, so a default run takes seconds
+SIZES = {"16:9": (192, 108), "9:16": (108, 192), "1:1": (144, 144)}
+FPS = 15
+HARNESS_USER = "vae-runner"
+HARNESS_HOST = "gpu-07.render.internal"
+
+# Each kind of bad input in contract 1, planted once in the first series (when bad=True).
+BAD_KINDS = (
+    "missing_file", "bad_json", "bad_jsonl_line", "wrong_type", "not_zstd", "truncated",
+    "absolute_member", "dotdot_member", "link_member", "device_member", "fifo_member",
+    "bad_id", "bad_judge",
+)  # fmt: skip
+
+# Video variants for good episodes, cycled in this order.
+VARIANTS = (
+    "clean", "black", "freeze", "clean", "unjudged", "held_freeze", "wrong_aspect",
+    "no_video", "clean", "long", "undecodable", "harness_403",
+)  # fmt: skip
+
+
+@dataclass
+class EpisodePlan:
+    series: str
+    episode_id: str
+    brief: dict
+    variant: str = "clean"
+    bad: str | None = None
+    archive: bool = False
+    secrets: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SampleRun:
+    root: Path
+    series: dict[str, str]  # series id -> status
+    episodes: list[EpisodePlan]
+    user: str = HARNESS_USER
+    host: str = HARNESS_HOST
+
+
+def load_briefs(meta_dir: Path) -> list[dict]:
+    briefs = []
+    for path in sorted(Path(meta_dir).glob("brief-bank-*.jsonl")):
+        briefs += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return briefs
+
+
+def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, seed: int = 0,
+             bad: bool = True) -> SampleRun:
+    """Write `series` series of `episodes` good episodes each (the last series `running`)."""
+    rng = random.Random(seed)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    briefs = load_briefs(meta_dir)
+    rubric = load_rubric(rubric_in_force(meta_dir))
+    run = SampleRun(out, {}, [])
+    samples = [f"s{i + 1}" for i in range(max(series - 1, 1))] + ["r2"]
+    for index in range(series):
+        sample = samples[index] if series > 1 else "s1"
+        series_id = f"2026-10-{21 + index:02d}-{sample}"
+        status = "running" if series > 1 and index == series - 1 else "completed"
+        series_dir = out / series_id
+        if series_dir.exists():
+            shutil.rmtree(series_dir)
+        series_dir.mkdir()
+        _write_json(series_dir / "series.json", _series_json(series_id, sample, status, index))
+        run.series[series_id] = status
+        chosen = rng.sample(briefs, k=min(episodes, len(briefs)))
+        for number, brief in enumerate(chosen):
+            plan = EpisodePlan(series_id, f"{brief['brief_id']}-{sample}", brief,
+                               variant=VARIANTS[(number + 5 * index) % len(VARIANTS)],
+                               archive=number % 3 == 2)
+            _write_episode(series_dir, plan, rng, rubric)
+            run.episodes.append(plan)
+        if bad and index == 0:
+            for number, kind in enumerate(BAD_KINDS):
+                brief = briefs[number % len(briefs)]
+                plan = EpisodePlan(series_id, f"{brief['brief_id']}-bad{number}", brief, bad=kind,
+                                   archive=kind in _ARCHIVE_KINDS)
+                _write_episode(series_dir, plan, rng, rubric)
+                run.episodes.append(plan)
+    return run
+
+
+_ARCHIVE_KINDS = {"not_zstd", "truncated", "absolute_member", "dotdot_member", "link_member",
+                  "device_member", "fifo_member"}
+
+
+def _series_json(series_id: str, sample: str, status: str, index: int) -> dict:
+    return {
+        "series_id": series_id, "sample": sample, "status": status,
+        "created_at": f"2026-10-{21 + index:02d}T08:00:00Z",
+        "actor": {"model": "claude-opus-5.5", "effort": "high", "sdk": "0.2.174", "cli": "2.1.310"},
+        "harness": {"version": "1.4.2", "commit": "3f9c2e1", "dirty": False},
+        "benchmark_version": "1.2.0",
+    }
+
+
+def _write_json(path: Path, value: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=2) + "\n")
+
+
+# ---------------------------------------------------------------- episode files
+
+
+def _write_episode(series_dir: Path, plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> None:
+    files = _episode_files(plan, rng, rubric)
+    if plan.bad == "bad_id":
+        plan.episode_id = plan.episode_id.upper().replace("-", "_")
+    if not plan.archive:
+        folder = series_dir / plan.episode_id
+        for name, data in files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(data)
+        return
+    (series_dir / f"{plan.episode_id}.tar.zst").write_bytes(_archive(files, plan.bad))
+
+
+def _archive(files: dict[str, bytes], bad: str | None) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(files):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(files[name]), 1_761_000_000, 0o644
+            tar.addfile(info, io.BytesIO(files[name]))
+        special = {
+            "absolute_member": ("/tmp/vae-escape.txt", tarfile.REGTYPE),
+            "dotdot_member": ("../escape.txt", tarfile.REGTYPE),
+            "link_member": ("work/link-to-passwd", tarfile.SYMTYPE),
+            "device_member": ("work/dev-null", tarfile.CHRTYPE),
+            "fifo_member": ("work/pipe", tarfile.FIFOTYPE),
+        }.get(bad or "")
+        if special:
+            info = tarfile.TarInfo(special[0])
+            info.type = special[1]
+            info.linkname = "/etc/passwd" if special[1] == tarfile.SYMTYPE else ""
+            payload = b"escaped\n" if special[1] == tarfile.REGTYPE else b""
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+    packed = zstandard.ZstdCompressor(level=3).compress(buffer.getvalue())
+    if bad == "not_zstd":
+        return gzip.compress(buffer.getvalue(), mtime=0)
+    if bad == "truncated":
+        return packed[: len(packed) // 2]
+    return packed
+
+
+def _episode_files(plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> dict[str, bytes]:
+    brief = plan.brief
+    secrets = planted_values(rng)
+    plan.secrets = secrets
+    images = [_png(rng, i) for i in range(3)]
+    messages, derived = _messages(brief, plan, images, secrets)
+    files: dict[str, bytes] = {
+        "brief.json": (json.dumps(brief, indent=2) + "\n").encode(),
+        "messages.jsonl": "".join(json.dumps(m) + "\n" for m in messages).encode(),
+        "tool-events.jsonl": "".join(json.dumps(e) + "\n" for e in _tool_events(messages)).encode(),
+    }
+    usage = derived["usage"]
+    started = f"2026-10-{rng.randint(21, 28):02d}T0{rng.randint(1, 9)}:03:11Z"
+    result = {"status": "completed", "error": None, "started_at": started,
+              "ended_at": started.replace(":03:11", ":31:02"), "duration_s": 1671.0,
+              "turns": derived["turns"], "tool_calls": derived["tool_calls"], "usage": usage}
+    if plan.variant == "harness_403":
+        result.update(status="error", error="API Error: 403 Forbidden (request blocked)")
+    files["result.json"] = (json.dumps(result, indent=2) + "\n").encode()
+    home = secrets["home"]
+    for n, image in enumerate(images):
+        files[f"observations/frame-{n}.png"] = image
+    files["transcript/session.jsonl"] = files["messages.jsonl"]
+    files["transcript/api-request-shape.json"] = json.dumps(
+        {"model": "claude-opus-5.5", "cwd": f"{home}/runs/{plan.episode_id}",
+         "host": HARNESS_HOST, "user": HARNESS_USER}, indent=2).encode()
+    for n in range(2):
+        blob = {"headers": {"Authorization": f"Bearer {secrets['bearer']}",
+                            "x-api-key": secrets["anthropic"]},
+                "messages": [{"role": "user", "content": [
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                 "data": base64.b64encode(img).decode()}}
+                    for img in images]}]}
+        files[f"transcript/api-request-blob/{n}.json"] = json.dumps(blob).encode()
+        files[f"transcript/api-request/{n}.json"] = json.dumps(
+            {"url": "https://api.anthropic.com/v1/messages", "attempt": n,
+             "log": f"{home}/.cache/claude/request-{n}.log on {HARNESS_HOST}"}).encode()
+    files.update(_work_files(brief, secrets))
+    video, analysis = _video(plan, rng, rubric)
+    if video is not None:
+        files["out.mp4"] = video
+    if plan.variant != "unjudged" and analysis is not None and analysis.facts["video_ok"]:
+        files.update(_judge_files(brief, plan, rng, analysis, rubric, plan.variant == "harness_403"))
+    return _make_bad(files, plan.bad)
+
+
+def _make_bad(files: dict[str, bytes], bad: str | None) -> dict[str, bytes]:
+    if bad == "missing_file":
+        del files["result.json"]
+    elif bad == "bad_json":
+        files["brief.json"] = files["brief.json"].replace(b'"title":', b'"title" ', 1)
+    elif bad == "bad_jsonl_line":
+        lines = files["messages.jsonl"].splitlines(keepends=True)
+        lines[2] = lines[2][: len(lines[2]) // 2] + b"\n"
+        files["messages.jsonl"] = b"".join(lines)
+    elif bad == "wrong_type":
+        brief = json.loads(files["brief.json"])
+        brief["duration_s"] = str(brief["duration_s"])
+        files["brief.json"] = (json.dumps(brief, indent=2) + "\n").encode()
+    elif bad == "bad_judge" and "judge.json" in files:
+        judge = json.loads(files["judge.json"])
+        judge["answer"]["scores"]["craft"] = 11
+        files["judge.json"] = (json.dumps(judge, indent=2) + "\n").encode()
+    return files
+
+
+def _png(rng: random.Random, n: int) -> bytes:
+    picture = Image.new("RGB", (96, 54), (rng.randint(0, 255), rng.randint(0, 255), 90))
+    ImageDraw.Draw(picture).rectangle((10 + 8 * n, 10, 40 + 8 * n, 40), fill=(250, 250, 250))
+    out = io.BytesIO()
+    picture.save(out, format="PNG")
+    return out.getvalue()
+
+
+def _messages(brief: dict, plan: EpisodePlan, images: list[bytes], secrets: dict[str, str]):
+    home = secrets["home"]
+    work = f"{home}/runs/{plan.episode_id}/work"
+    steps = [
+        ("Write", {"file_path": f"{work}/index.html", "content": "<div id='stage'></div>"}),
+        ("Bash", {"command": f"cd {work} && npx hyperframes render --out ../out.mp4"}),
+        ("Read", {"file_path": f"{work}/snap/frame-0.png"}),
+        ("Bash", {"command": "npx hyperframes snapshot --at 2.0"}),
+        ("Bash", {"command": f"export ANTHROPIC_API_KEY={secrets['anthropic']} HF_TOKEN={secrets['huggingface']}"}),
+        ("Read", {"file_path": f"{work}/snap/frame-1.PNG"}),
+        ("Bash", {"command": "npx hyperframes render --out ../out.mp4"}),
+    ]
+    if plan.variant in ("clean", "long"):
+        steps.append(("Read", {"file_path": f"{work}/snap/final.jpg"}))
+    messages: list[dict] = [{"type": "system", "subtype": "init", "cwd": work, "model": "claude-opus-5.5"}]
+    out_tokens = 0
+    for n, (name, tool_input) in enumerate(steps):
+        usage = {"input_tokens": 900 + n, "output_tokens": 300 + 7 * n}
+        out_tokens += usage["output_tokens"]
+        messages.append({"type": "stream_event", "event": {"type": "content_block_delta",
+                                                           "delta": {"type": "text_delta", "text": "Let"}}})
+        messages.append({"type": "assistant", "message": {"content": [
+            {"type": "thinking", "thinking": f"Step {n}: {name}.", "signature": "c2ln"},
+            {"type": "text", "text": f"Step {n}: running {name}."},
+            {"type": "tool_use", "id": f"toolu_{n:02d}", "name": name, "input": tool_input},
+        ], "usage": usage}})
+        content: list[dict] = [{"type": "text", "text": f"ok ({name})"}]
+        if name == "Read":
+            image = images[n % len(images)]
+            content.append({"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                        "data": base64.b64encode(image).decode()}})
+        if n == 4:
+            content[0]["text"] = (f"env: AWS_ACCESS_KEY_ID={secrets['aws_access_key_id']} "
+                                  f"AWS_SECRET_ACCESS_KEY={secrets['aws_secret_access_key']} "
+                                  f"contact {secrets['email']} via {secrets['public_ip']}")
+        messages.append({"type": "user", "message": {"content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{n:02d}", "content": content}]}})
+    messages.append({"type": "assistant", "message": {"content": [
+        {"type": "text", "text": "Delivered out.mp4."}], "usage": {"input_tokens": 950, "output_tokens": 40}}})
+    usage = {"input_tokens": 61_234 + len(steps), "output_tokens": out_tokens + 40,
+             "cache_read_input_tokens": 1_402_331, "cache_creation_input_tokens": 90_122}
+    final_text = "Done." if plan.variant != "harness_403" else "API Error: 403 Forbidden"
+    messages.append({"type": "result", "subtype": "success", "is_error": False,
+                     "num_turns": len(steps) + 1, "usage": usage, "result": final_text})
+    derived = {"turns": len(steps) + 1, "tool_calls": len(steps), "usage": usage}
+    return messages, derived
+
+
+def _tool_events(messages: list[dict]) -> list[dict]:
+    events = []
+    for message in messages:
+        if message["type"] != "assistant":
+            continue
+        for block in message["message"]["content"]:
+            if block["type"] == "tool_use":
+                events.append({"hook": "PreToolUse", "tool": block["name"], "tool_use_id": block["id"]})
+                events.append({"hook": "PostToolUse", "tool": block["name"], "tool_use_id": block["id"]})
+    return events
+
+
+def _work_files(brief: dict, secrets: dict[str, str]) -> dict[str, bytes]:
+    title = brief["title"]
+    return {
+        "work/index.html": f"<!doctype html><title>{title}</title><div id='stage'>{title}</div>\n".encode(),
+        "work/style.css": b"#stage { color: #ffcc00; background: #1a1a2e; font: 700 48px/1 system-ui; }\n",
+        "work/script.js": (f"// built on {HARNESS_HOST} by {HARNESS_USER}\n"
+                           f"const token = '{secrets['github_ghp']}';\nexport const t = 0;\n").encode(),
+        "work/assets/vendor/gsap.min.js": b"/* GSAP 3.12 (vendored) */ var gsap={};\n",
+        "work/node_modules/hyperframes/index.js": b"module.exports = {};\n",
+        "work/.env": f"OPENAI_API_KEY={secrets['openai']}\n".encode(),
+        "work/notes.md": (f"Deploy key:\n{secrets['pem_private_key']}\nslack {secrets['slack']}\n"
+                          f"jwt {secrets['jwt']}\nproject key {secrets['openai_project']}\n"
+                          f"ci tokens {secrets['github_gho']} {secrets['github_ghu']} {secrets['github_ghs']} "
+                          f"{secrets['github_ghr']}\npat {secrets['github_pat']}\n").encode(),
+    }
+
+
+def _video(plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> tuple[bytes | None, VideoAnalysis | None]:
+    """The delivered out.mp4 (None when nothing was delivered) and what the harness measured on it."""
+    brief, variant = plan.brief, plan.variant
+    if variant in ("no_video", "harness_403"):
+        return None, None
+    if variant == "undecodable":
+        return rng.randbytes(4096), None
+    aspect = "9:16" if variant == "wrong_aspect" and brief["aspect"] != "9:16" else (
+        "16:9" if variant == "wrong_aspect" else brief["aspect"])
+    width, height = SIZES[aspect]
+    duration = float(brief["duration_s"]) + (3.0 if variant == "long" else 0.0)
+    black, freeze = [], []
+    if variant == "black":
+        black = [(1.0, 2.2)]
+    elif variant == "freeze":
+        freeze = [(1.0, 3.6)]
+    elif variant == "held_freeze" and brief.get("hold"):
+        freeze = [(brief["hold"]["start_s"], duration)]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_video(Path(tmp) / "out.mp4", width=width, height=height, fps=FPS,
+                           duration_s=duration, black=black, freeze=freeze,
+                           loop=bool(brief.get("loop")))
+        sampler = rubric.sampler
+        analysis = analyse_video(path, lambda d, f: sample_times(d, f, brief, frames=sampler.frames,
+                                                                 min_gap_s=sampler.min_gap_s))
+        return path.read_bytes(), analysis
+
+
+def _judge_files(brief: dict, plan: EpisodePlan, rng: random.Random, analysis: VideoAnalysis,
+                 rubric: Rubric, harness_error: bool) -> dict[str, bytes]:
+    """judge.json with a plausible answer, the host block the harness computed, and the frames."""
+    scores = {axis: rng.randint(4, 9) for axis in AXES}
+    defects = []
+    roll = rng.random()
+    if roll < 0.2:
+        defects.append({"severity": "critical", "t_s": 1.0, "text": "the title is cut off"})
+    elif roll < 0.5:
+        defects.append({"severity": "major", "t_s": 2.1, "text": "title clips the right edge"})
+    defects += [{"severity": "minor", "t_s": 0.5 * i, "text": "slight jitter"} for i in range(rng.randint(0, 3))]
+    answer = {"scores": scores, "defects": defects, "summary": "Clear motion; see defects."}
+    host = host_verdict(answer=answer, facts=analysis.facts, delivered=True, brief=brief,
+                        harness_error=harness_error, rubric=rubric)
+    answer["verdict"] = "FAIL" if roll < 0.2 else ("PASS_WITH_NITS" if roll < 0.5 else "PASS")
+    frames = [{"t_s": t, "reason": reason} for t, reason, _ in analysis.frames]
+    judge = {
+        "judge_model": "claude-fable-5.1", "rubric_version": rubric.version, "rubric_sha256": rubric.sha256,
+        "judged_at": "2026-10-21T08:40:00Z", "frames": frames, "answer": answer,
+        "host": {"label": host["label"], "rule": host["host_rule"], "gates_failed": host["host_gates_failed"],
+                 "rubric_version": rubric.version},
+    }
+    files = {"judge.json": (json.dumps(judge, indent=2) + "\n").encode()}
+    for i, (_, _, picture) in enumerate(analysis.frames):
+        out = io.BytesIO()
+        picture.save(out, format="JPEG", quality=rubric.sampler.jpeg_quality)
+        files[f"frames/f{i:02d}.jpg"] = out.getvalue()
+    files["frames/labels.json"] = json.dumps(
+        [{"file": f"f{i:02d}.jpg", **frame} for i, frame in enumerate(frames)]).encode()
+    return files

@@ -1,0 +1,137 @@
+"""`vae build` end to end on a persistent instance: rows, invalid episodes, README, incrementality."""
+
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from vae_pipeline.cli import build, main
+from vae_pipeline.domain.rows import DATASET_COLUMNS
+from vae_pipeline_tests.conftest import copy_runs
+
+# contract 1's bad-input kinds as the generator plants them -> (file, words of the reason)
+EXPECTED_REASONS = {
+    "missing_file": ("result.json", "required file is missing"),
+    "bad_json": ("brief.json", "not valid JSON"),
+    "bad_jsonl_line": ("messages.jsonl", "not valid JSON"),
+    "wrong_type": ("brief.json", "duration_s"),
+    "not_zstd": (None, "not a zstd archive"),
+    "truncated": (None, "truncated"),
+    "absolute_member": (None, "absolute path"),
+    "dotdot_member": (None, "'..'"),
+    "link_member": ("work/link-to-passwd", "is a link"),
+    "device_member": ("work/dev-null", "device"),
+    "fifo_member": ("work/pipe", "FIFO"),
+    "bad_id": (None, "not a valid episode id"),
+    "bad_judge": ("judge.json", "craft"),
+}
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {p.relative_to(root).as_posix(): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*")}
+
+
+@pytest.fixture
+def built(sample_runs, pipeline_env, tmp_path):
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    before = snapshot(runs)
+    summary = build(runs, pipeline_env["dataset"])
+    return runs, before, summary
+
+
+def test_rows_are_exactly_the_valid_episodes_of_completed_series(built, sample_runs, pipeline_env):
+    runs, before, summary = built
+    dataset = pipeline_env["dataset"]
+    rows = [json.loads(line) for line in (dataset / "episodes.jsonl").read_text().splitlines()]
+    expected = sorted(p.episode_id for p in sample_runs.episodes
+                      if p.bad is None and sample_runs.series[p.series] == "completed")
+    assert [r["id"] for r in rows] == expected
+    assert all(list(r) == list(DATASET_COLUMNS) for r in rows)
+    parquet = pl.read_parquet(dataset / "data" / "episodes.parquet")
+    assert parquet.columns == list(DATASET_COLUMNS) and parquet["id"].to_list() == expected
+    by_id = {p.episode_id: p for p in sample_runs.episodes}
+    for row in rows:
+        brief = by_id[row["id"]].brief
+        assert json.loads(row["brief"]) == brief
+        assert (row["family"], row["aspect"], row["duration_s"]) == (brief["family"], brief["aspect"], brief["duration_s"])
+        assert row["video"] == (f"videos/{row['id']}.mp4" if by_id[row["id"]].variant not in ("no_video", "harness_403") else None)
+    assert snapshot(runs) == before, "the runs root was modified"
+
+
+def test_every_bad_episode_is_reported_with_file_and_reason(built, sample_runs):
+    _, _, summary = built
+    reported = {(i["series"], i["episode"]): i for i in summary["invalid_episodes"]}
+    planted = [p for p in sample_runs.episodes if p.bad]
+    assert len(reported) == len(planted)
+    for plan in planted:
+        entry = reported[(plan.series, plan.episode_id)]
+        file, words = EXPECTED_REASONS[plan.bad]
+        assert words in entry["reason"], (plan.bad, entry)
+        if file:
+            assert entry["file"] == file
+    line = next(i for i in summary["invalid_episodes"] if i["file"] == "messages.jsonl")["line"]
+    assert line == 3
+    check = next(c for c in summary["checks"] if c["check"] == "no_invalid_episodes")
+    assert check["passed"] is False and all(p.episode_id in check["description"] for p in planted)
+
+
+def test_readme_stats_table_follows_the_contract(built, pipeline_env):
+    readme = (pipeline_env["dataset"] / "README.md").read_text()
+    rows = [json.loads(line) for line in (pipeline_env["dataset"] / "episodes.jsonl").read_text().splitlines()]
+    assert "path: data/episodes.parquet" in readme and "split: train" in readme
+    table = re.search(r"\| \| \|\n\|---\|---\|\n((?:\|.*\|\n)+)", readme).group(1).splitlines()
+    names = [line.split(" | ")[0].lstrip("| ") for line in table]
+    assert names == ["Episodes", "Videos delivered", "Labels",
+                     "Positive-eligible (pass, no major defect, no failed gate)",
+                     "Agent turns / tool calls / images viewed", "hyperframes render / snapshot calls",
+                     "Actor tokens (output; cache read)", "Aspect ratios"]
+    values = dict(line.strip("| ").split(" | ") for line in table)
+    briefs = len({r["brief_id"] for r in rows})
+    assert re.fullmatch(rf"{len(rows)} \({briefs} briefs; samples s1: \d+, s2: \d+\)", values["Episodes"])
+    decoded = [r for r in rows if r["video_ok"]]
+    minutes = sum(r["video_duration_s"] for r in decoded) / 60
+    assert values["Videos delivered"] == f"{len(decoded)} ({minutes:,.1f} min of footage)"
+    labels = [r["label"] for r in rows]
+    assert values["Labels"] == (f"PASS {labels.count('PASS')}, PASS_WITH_NITS {labels.count('PASS_WITH_NITS')}, "
+                                f"FAIL {labels.count('FAIL')}, unjudged {labels.count(None)}")
+    tokens = sum(r["cache_read_tokens"] for r in rows)
+    assert values["Actor tokens (output; cache read)"].endswith(f"; {tokens:,}")
+    assert "Last refreshed:" in readme and "| Family | Episodes |" in readme
+
+
+def test_second_build_materializes_nothing(built, pipeline_env):
+    runs, _, _ = built
+    dataset = pipeline_env["dataset"]
+    before = snapshot(dataset)
+    again = build(runs, dataset)
+    assert again["materialized"] == {}
+    assert snapshot(dataset) == before
+
+
+def test_a_changed_series_rematerializes_only_its_partition_and_downstream(built, sample_runs, pipeline_env):
+    runs, _, _ = built
+    changed = next(s for s, status in sample_runs.series.items() if status == "completed")
+    extra = next(p for p in sample_runs.episodes if p.series == changed and p.bad is None and not p.archive)
+    notes = runs / changed / extra.episode_id / "work" / "README.txt"
+    notes.write_text("a note added after the run\n")
+    summary = build(runs, pipeline_env["dataset"])
+    partitioned = {k: v for k, v in summary["materialized"].items() if any(p is not None for p in v)}
+    assert partitioned and all(v == [changed] for v in partitioned.values())
+    assert "episodes" in partitioned
+    assert "dataset_rows" not in summary["materialized"] or summary["materialized"]["dataset_rows"] == [None]
+
+
+def test_cli_build_writes_the_summary_and_says_one_line_on_error(sample_runs, pipeline_env, tmp_path, capsys):
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    summary_path = tmp_path / "summary.json"
+    code = main(["build", "--runs", str(runs), "--out", str(pipeline_env["dataset"]), "--summary", str(summary_path)])
+    assert code == 0
+    summary = json.loads(summary_path.read_text())
+    assert set(summary) >= {"materialized", "invalid_episodes", "checks"}
+    assert summary["materialized"]["episodes"] == sorted(sample_runs.series)
+    assert all({"asset", "check", "passed", "description"} <= set(c) for c in summary["checks"])
+    code = main(["build", "--runs", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err

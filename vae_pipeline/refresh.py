@@ -79,10 +79,9 @@ def next_runs(items: list[StaleItem]) -> list[tuple[str | None, list[dg.AssetKey
     return sorted(by_partition.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
 
 
-def run_requests(items: list[StaleItem], tags: dict[str, str] | None = None) -> list[dg.RunRequest]:
+def run_requests(items: list[StaleItem]) -> list[dg.RunRequest]:
     return [
-        dg.RunRequest(asset_selection=keys, partition_key=partition,
-                      tags={REFRESH_TAG: "true", **(tags or {})})
+        dg.RunRequest(asset_selection=keys, partition_key=partition, tags={REFRESH_TAG: "true"})
         for partition, keys in next_runs(items)
     ]
 

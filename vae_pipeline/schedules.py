@@ -15,6 +15,5 @@ def nightly_refresh(context: dg.ScheduleEvaluationContext, runs_root: RunsRoot, 
     changes = sync_series(context.instance, runs_root)
     for skipped in changes.skipped:
         context.log.warning(f"skipped folder {skipped.name}: {skipped.reason}")
-    tick = context.scheduled_execution_time.isoformat() if context.scheduled_execution_time else "manual"
-    requests = run_requests(stale(context.instance, runs_root, project_meta), tags={"vae/tick": tick})
+    requests = run_requests(stale(context.instance, runs_root, project_meta))
     return requests or dg.SkipReason("everything is up to date")

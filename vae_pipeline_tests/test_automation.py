@@ -1,0 +1,122 @@
+"""The sensors, the nightly schedule and rehosting, on a real Dagster instance."""
+
+import json
+import shutil
+
+import dagster as dg
+import duckdb
+import pytest
+
+from vae_pipeline.cli import build
+from vae_pipeline.definitions import defs, resources_from_environ
+from vae_pipeline.freshness import inputs_fingerprint
+from vae_pipeline.partitions import SERIES
+from vae_pipeline.refresh import REFRESH_TAG, asset_specs
+from vae_pipeline.schedules import nightly_refresh
+from vae_pipeline.sensors import new_series_sensor, refresh_followup_sensor
+from vae_pipeline.settings import apply_defaults
+from vae_pipeline_tests.conftest import copy_runs
+
+PARTITIONED = {"episodes", "renders", "verdicts", "labels"}
+
+
+def _resources(runs, monkeypatch):
+    monkeypatch.setenv("VAE_RUNS_ROOT", str(runs))
+    env = apply_defaults()
+    resources = resources_from_environ(env)
+    return {"runs_root": resources["runs_root"], "project_meta": resources["project_meta"]}
+
+
+def test_new_series_sensor_adds_partitions_and_requests_their_runs(sample_runs, pipeline_env, tmp_path, monkeypatch):
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    (runs / "bad..id").mkdir()
+    resources = _resources(runs, monkeypatch)
+    with dg.instance_for_test() as instance:
+        context = dg.build_sensor_context(instance=instance, resources=resources)
+        result = new_series_sensor(context)
+        assert sorted(instance.get_dynamic_partitions(SERIES)) == sorted(sample_runs.series)
+        requested = {r.partition_key: {k.to_user_string() for k in r.asset_selection} for r in result.run_requests}
+        assert set(requested) == set(sample_runs.series)
+        assert all(keys == {"episodes"} for keys in requested.values())  # the first stage; the rest follows
+        assert all(r.tags[REFRESH_TAG] == "true" for r in result.run_requests)
+        again = new_series_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        assert isinstance(again, dg.SkipReason)
+
+
+def test_nightly_schedule_requests_only_what_is_stale(sample_runs, pipeline_env, tmp_path, monkeypatch):
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    build(runs, pipeline_env["dataset"])
+    resources = _resources(runs, monkeypatch)
+    instance = dg.DagsterInstance.get()
+    quiet = nightly_refresh(dg.build_schedule_context(instance=instance, resources=resources))
+    assert isinstance(quiet, dg.SkipReason)
+    source = next(s for s, status in sample_runs.series.items() if status == "completed")
+    shutil.copytree(runs / source, runs / "2026-11-01-s9")
+    series_json = runs / "2026-11-01-s9" / "series.json"
+    series_json.write_text(json.dumps({**json.loads(series_json.read_text()), "series_id": "2026-11-01-s9"}))
+    requests = nightly_refresh(dg.build_schedule_context(instance=instance, resources=resources))
+    assert [(r.partition_key, [k.to_user_string() for k in r.asset_selection]) for r in requests] == [
+        ("2026-11-01-s9", ["episodes"])]
+    assert "2026-11-01-s9" in instance.get_dynamic_partitions(SERIES)
+
+
+def test_followup_sensor_launches_the_next_stage(sample_runs, pipeline_env, tmp_path, monkeypatch):
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    resources = _resources(runs, monkeypatch)
+    instance = dg.DagsterInstance.get()
+    series = sorted(sample_runs.series)[0]
+    instance.add_dynamic_partitions(SERIES, sorted(sample_runs.series))
+    result = defs.resolve_job_def("refresh").execute_in_process(
+        instance=instance, partition_key=series, asset_selection=[dg.AssetKey("episodes")], tags={REFRESH_TAG: "true"})
+    success = instance.all_logs(result.run_id, of_type=dg.DagsterEventType.RUN_SUCCESS)[0].dagster_event
+    context = dg.build_run_status_sensor_context(sensor_name="refresh_followup_sensor", dagster_instance=instance,
+                                                 dagster_run=result.dagster_run, dagster_event=success,
+                                                 resources=resources)
+    requests = refresh_followup_sensor(context)
+    by_partition = {r.partition_key: sorted(k.to_user_string() for k in r.asset_selection) for r in requests}
+    # the finished series moves on to its next stage; the others start at episodes; meta assets too
+    assert by_partition[series] == ["renders", "verdicts"]
+    assert all(by_partition[s] == ["episodes"] for s in sample_runs.series if s != series)
+    assert by_partition[None] == ["brief_bank", "rubric"]
+
+
+def test_rubric_switch_rehosts_labels_only(sample_runs, pipeline_env, tmp_path):
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    build(runs, pipeline_env["dataset"])
+    before = {r["id"]: r for r in map(json.loads, (pipeline_env["dataset"] / "episodes.jsonl").read_text().splitlines())}
+    summary = build(runs, pipeline_env["dataset"], rubric_version="1.0")
+    materialized = summary["materialized"]
+    assert not PARTITIONED - {"labels"} & set(materialized), materialized
+    assert sorted(materialized["labels"]) == sorted(sample_runs.series)
+    assert {"rubric", "episode_table", "dataset_rows", "dataset_card"} <= set(materialized)
+    after = {r["id"]: r for r in map(json.loads, (pipeline_env["dataset"] / "episodes.jsonl").read_text().splitlines())}
+    assert after.keys() == before.keys()
+    changed = {i for i in after if after[i]["label"] != before[i]["label"]}
+    for episode_id, row in after.items():
+        assert row["host_rubric_version"] == "1.0"
+        if episode_id in changed:
+            assert row["rehosted_at"] is not None and row["previous_final_label"] == before[episode_id]["label"]
+        else:
+            assert (row["rehosted_at"], row["previous_final_label"]) == (before[episode_id]["rehosted_at"],
+                                                                        before[episode_id]["previous_final_label"])
+    with duckdb.connect(str(pipeline_env["home"] / "vae_warehouse.duckdb"), read_only=True) as con:
+        history = con.execute("SELECT id, old_label, new_label, host_rubric_version FROM label_history").fetchall()
+    published_history = {(i, o, n) for i, o, n, v in history if i in after}
+    assert published_history == {(i, before[i]["label"], after[i]["label"]) for i in changed}
+    assert all(v == "1.0" for *_, v in history)
+    # back to the newest rubric: labels again, still nothing upstream
+    back = build(runs, pipeline_env["dataset"])
+    assert not PARTITIONED - {"labels"} & set(back["materialized"])
+
+
+@pytest.mark.parametrize("change", ["code_version", "upstream"])
+def test_fingerprint_moves_with_code_version_and_upstream(change):
+    spec = next(s for s in asset_specs() if s.key.to_user_string() == "labels")
+    with dg.instance_for_test() as instance:
+        base = inputs_fingerprint(instance, spec, "s1", ["s1"], None)
+        if change == "code_version":
+            moved = inputs_fingerprint(instance, spec.replace_attributes(code_version="host-2"), "s1", ["s1"], None)
+        else:
+            moved = inputs_fingerprint(instance, spec, "s1", ["s1"], "another source version")
+        assert moved != base
+        assert inputs_fingerprint(instance, spec, "s1", ["s1"], None) == base

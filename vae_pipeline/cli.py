@@ -81,7 +81,7 @@ def build(runs: Path, out: Path, *, rubric_version: str | None = None, max_round
     failed: list[dict] = []
     failed_keys: set[tuple[dg.AssetKey, str | None]] = set()
     for round_number in range(1, max_rounds + 1):
-        items = [i for i in stale(instance, runs_root, project_meta) if (i.key, i.partition) not in failed_keys]
+        items = [i for i in stale(instance, runs_root, project_meta, resources["scrub_settings"]) if (i.key, i.partition) not in failed_keys]
         runs = next_runs(items)
         if not runs:
             break

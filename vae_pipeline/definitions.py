@@ -10,7 +10,7 @@ import dagster as dg
 from vae_pipeline.assets import ASSETS
 from vae_pipeline.jobs import refresh_job
 from vae_pipeline.io_manager import ParquetTableIOManager
-from vae_pipeline.resources import DatasetFolder, ProjectMeta, RunsRoot, Warehouse
+from vae_pipeline.resources import DatasetFolder, ProjectMeta, RunsRoot, ScrubSettings, Warehouse
 from vae_pipeline.schedules import nightly_refresh
 from vae_pipeline.sensors import new_series_sensor, refresh_after_check_failure_sensor, refresh_followup_sensor
 
@@ -27,6 +27,8 @@ def build_resources(text: Callable[[str], Any], number: Callable[[str], Any]) ->
         "project_meta": ProjectMeta(path=text("VAE_META_DIR"), rubric_version=text("VAE_RUBRIC_VERSION")),
         "warehouse": warehouse,
         "dataset_folder": DatasetFolder(path=text("VAE_DATASET_DIR")),
+        "scrub_settings": ScrubSettings(harness_hostname=text("VAE_HARNESS_HOSTNAME"),
+                                        harness_user=text("VAE_HARNESS_USER")),
         "io_manager": ParquetTableIOManager(warehouse=warehouse),
     }
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from vae_pipeline.assets import ASSETS
+from vae_pipeline.assets.bundles import bundles, bundles_source
 from vae_pipeline.assets.dataset import dataset_rows, withheld_source
 from vae_pipeline.assets.episodes import episodes, episodes_source
 from vae_pipeline.assets.meta import (brief_bank, brief_bank_source, dataset_meta, dataset_meta_source,
@@ -19,7 +20,7 @@ from vae_pipeline.assets.meta import (brief_bank, brief_bank_source, dataset_met
 from vae_pipeline.domain.series import Skipped, discover_series
 from vae_pipeline.freshness import SourceVersions, StaleItem, stale_items
 from vae_pipeline.partitions import SERIES
-from vae_pipeline.resources import ProjectMeta, RunsRoot
+from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings
 
 REFRESH_TAG = "vae/refresh"
 
@@ -28,9 +29,10 @@ def asset_specs() -> list[dg.AssetSpec]:
     return [spec for assets_def in ASSETS for spec in assets_def.specs]
 
 
-def source_versions(runs_root: RunsRoot, project_meta: ProjectMeta) -> SourceVersions:
-    """The current version of the files each file-reading asset reads."""
+def source_versions(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings) -> SourceVersions:
+    """The current version of the files (and settings) each file-reading asset reads."""
     return {
+        bundles.key: lambda _: bundles_source(project_meta, scrub_settings),
         episodes.key: lambda series: episodes_source(runs_root, project_meta, series),
         brief_bank.key: lambda _: brief_bank_source(project_meta),
         rubric.key: lambda _: rubric_source(project_meta),
@@ -64,8 +66,9 @@ def sync_series(instance: dg.DagsterInstance, runs_root: RunsRoot) -> SeriesSync
     return changes
 
 
-def stale(instance: dg.DagsterInstance, runs_root: RunsRoot, project_meta: ProjectMeta) -> list[StaleItem]:
-    return stale_items(instance, asset_specs(), source_versions(runs_root, project_meta),
+def stale(instance: dg.DagsterInstance, runs_root: RunsRoot, project_meta: ProjectMeta,
+          scrub_settings: ScrubSettings) -> list[StaleItem]:
+    return stale_items(instance, asset_specs(), source_versions(runs_root, project_meta, scrub_settings),
                        instance.get_dynamic_partitions(SERIES))
 
 

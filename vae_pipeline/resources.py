@@ -72,3 +72,13 @@ class DatasetFolder(dg.ConfigurableResource):
     def root(self) -> Path:
         return Path(self.path)
 
+
+
+class ScrubSettings(dg.ConfigurableResource):
+    """What the scrub is told about the harness machine: its host name and user name.
+
+    Values holding `/ . @ :` are replaced with placeholders; a plain word is only reported.
+    """
+
+    harness_hostname: str = ""
+    harness_user: str = ""

@@ -5,15 +5,16 @@ import dagster as dg
 
 from vae_pipeline.jobs import refresh_job
 from vae_pipeline.refresh import run_requests, stale, sync_series
-from vae_pipeline.resources import ProjectMeta, RunsRoot
+from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings
 
 
 @dg.schedule(cron_schedule="0 3 * * *", job=refresh_job, execution_timezone="UTC",
              default_status=dg.DefaultScheduleStatus.RUNNING)
-def nightly_refresh(context: dg.ScheduleEvaluationContext, runs_root: RunsRoot, project_meta: ProjectMeta):
+def nightly_refresh(context: dg.ScheduleEvaluationContext, runs_root: RunsRoot, project_meta: ProjectMeta,
+                    scrub_settings: ScrubSettings):
     """03:00 UTC: sync the series partitions with the runs root and launch the first stale stage."""
     changes = sync_series(context.instance, runs_root)
     for skipped in changes.skipped:
         context.log.warning(f"skipped folder {skipped.name}: {skipped.reason}")
-    requests = run_requests(stale(context.instance, runs_root, project_meta))
+    requests = run_requests(stale(context.instance, runs_root, project_meta, scrub_settings))
     return requests or dg.SkipReason("everything is up to date")

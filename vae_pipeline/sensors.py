@@ -6,7 +6,7 @@ import dagster as dg
 from vae_pipeline.jobs import refresh_job
 from vae_pipeline.partitions import SERIES
 from vae_pipeline.refresh import REFRESH_TAG, failed_only_on_checks, run_requests, series_changes, stale
-from vae_pipeline.resources import ProjectMeta, RunsRoot
+from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED]
@@ -14,7 +14,7 @@ IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dag
 
 @dg.sensor(job=refresh_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
 def new_series_sensor(context: dg.SensorEvaluationContext, runs_root: RunsRoot,
-                      project_meta: ProjectMeta) -> dg.SensorResult | dg.SkipReason:
+                      project_meta: ProjectMeta, scrub_settings: ScrubSettings) -> dg.SensorResult | dg.SkipReason:
     """Adds a partition for every new series under the runs root and requests its first runs."""
     changes = series_changes(context.instance, runs_root)
     for skipped in changes.skipped:
@@ -23,11 +23,12 @@ def new_series_sensor(context: dg.SensorEvaluationContext, runs_root: RunsRoot,
         return dg.SkipReason("no new series")
     context.instance.add_dynamic_partitions(SERIES, changes.added)
     new = set(changes.added)
-    items = [item for item in stale(context.instance, runs_root, project_meta) if item.partition in new]
+    items = [item for item in stale(context.instance, runs_root, project_meta, scrub_settings) if item.partition in new]
     return dg.SensorResult(run_requests=run_requests(items))
 
 
-def continue_refresh(context: dg.RunStatusSensorContext, runs_root: RunsRoot, project_meta: ProjectMeta):
+def continue_refresh(context: dg.RunStatusSensorContext, runs_root: RunsRoot, project_meta: ProjectMeta,
+                     scrub_settings: ScrubSettings):
     """Launch the next stage of a refresh once none of its runs is still in flight."""
     if context.dagster_run.tags.get(REFRESH_TAG) != "true":
         return dg.SkipReason("not a refresh run")
@@ -35,22 +36,23 @@ def continue_refresh(context: dg.RunStatusSensorContext, runs_root: RunsRoot, pr
         dg.RunsFilter(statuses=IN_FLIGHT, tags={REFRESH_TAG: "true"}), limit=1)
     if in_flight:
         return dg.SkipReason("refresh runs still in flight")
-    requests = run_requests(stale(context.instance, runs_root, project_meta))
+    requests = run_requests(stale(context.instance, runs_root, project_meta, scrub_settings))
     return requests or dg.SkipReason("everything is up to date")
 
 
 @dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, request_job=refresh_job,
                       default_status=dg.DefaultSensorStatus.RUNNING)
-def refresh_followup_sensor(context: dg.RunStatusSensorContext, runs_root: RunsRoot, project_meta: ProjectMeta):
+def refresh_followup_sensor(context: dg.RunStatusSensorContext, runs_root: RunsRoot, project_meta: ProjectMeta,
+                            scrub_settings: ScrubSettings):
     """After a refresh run succeeds, the next stage."""
-    return continue_refresh(context, runs_root, project_meta)
+    return continue_refresh(context, runs_root, project_meta, scrub_settings)
 
 
 @dg.run_status_sensor(run_status=dg.DagsterRunStatus.FAILURE, request_job=refresh_job,
                       default_status=dg.DefaultSensorStatus.RUNNING)
 def refresh_after_check_failure_sensor(context: dg.RunStatusSensorContext, runs_root: RunsRoot,
-                                       project_meta: ProjectMeta):
+                                       project_meta: ProjectMeta, scrub_settings: ScrubSettings):
     """A refresh run that failed only on blocking checks materialized its assets: carry on."""
     if not failed_only_on_checks(context.instance, context.dagster_run.run_id):
         return dg.SkipReason("the run failed; not continuing past a failed asset")
-    return continue_refresh(context, runs_root, project_meta)
+    return continue_refresh(context, runs_root, project_meta, scrub_settings)

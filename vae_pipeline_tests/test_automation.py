@@ -24,7 +24,7 @@ def _resources(runs, monkeypatch):
     monkeypatch.setenv("VAE_RUNS_ROOT", str(runs))
     env = apply_defaults()
     resources = resources_from_environ(env)
-    return {"runs_root": resources["runs_root"], "project_meta": resources["project_meta"]}
+    return {key: resources[key] for key in ("runs_root", "project_meta", "scrub_settings")}
 
 
 def test_new_series_sensor_adds_partitions_and_requests_their_runs(sample_runs, pipeline_env, tmp_path, monkeypatch):
@@ -32,14 +32,15 @@ def test_new_series_sensor_adds_partitions_and_requests_their_runs(sample_runs, 
     (runs / "bad..id").mkdir()
     resources = _resources(runs, monkeypatch)
     with dg.instance_for_test() as instance:
-        context = dg.build_sensor_context(instance=instance, resources=resources)
-        result = new_series_sensor(context)
+        with dg.build_sensor_context(instance=instance, resources=resources) as context:
+            result = new_series_sensor(context)
         assert sorted(instance.get_dynamic_partitions(SERIES)) == sorted(sample_runs.series)
         requested = {r.partition_key: {k.to_user_string() for k in r.asset_selection} for r in result.run_requests}
         assert set(requested) == set(sample_runs.series)
         assert all(keys == {"episodes"} for keys in requested.values())  # the first stage; the rest follows
         assert all(r.tags[REFRESH_TAG] == "true" for r in result.run_requests)
-        again = new_series_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        with dg.build_sensor_context(instance=instance, resources=resources) as context:
+            again = new_series_sensor(context)
         assert isinstance(again, dg.SkipReason)
 
 
@@ -48,13 +49,15 @@ def test_nightly_schedule_requests_only_what_is_stale(sample_runs, pipeline_env,
     build(runs, pipeline_env["dataset"])
     resources = _resources(runs, monkeypatch)
     instance = dg.DagsterInstance.get()
-    quiet = nightly_refresh(dg.build_schedule_context(instance=instance, resources=resources))
+    with dg.build_schedule_context(instance=instance, resources=resources) as context:
+        quiet = nightly_refresh(context)
     assert isinstance(quiet, dg.SkipReason)
     source = next(s for s, status in sample_runs.series.items() if status == "completed")
     shutil.copytree(runs / source, runs / "2026-11-01-s9")
     series_json = runs / "2026-11-01-s9" / "series.json"
     series_json.write_text(json.dumps({**json.loads(series_json.read_text()), "series_id": "2026-11-01-s9"}))
-    requests = nightly_refresh(dg.build_schedule_context(instance=instance, resources=resources))
+    with dg.build_schedule_context(instance=instance, resources=resources) as context:
+        requests = nightly_refresh(context)
     assert [(r.partition_key, [k.to_user_string() for k in r.asset_selection]) for r in requests] == [
         ("2026-11-01-s9", ["episodes"])]
     assert "2026-11-01-s9" in instance.get_dynamic_partitions(SERIES)
@@ -75,7 +78,7 @@ def test_followup_sensor_launches_the_next_stage(sample_runs, pipeline_env, tmp_
     requests = refresh_followup_sensor(context)
     by_partition = {r.partition_key: sorted(k.to_user_string() for k in r.asset_selection) for r in requests}
     # the finished series moves on to its next stage; the others start at episodes; meta assets too
-    assert by_partition[series] == ["renders", "verdicts"]
+    assert by_partition[series] == ["bundles", "renders", "verdicts"]
     assert all(by_partition[s] == ["episodes"] for s in sample_runs.series if s != series)
     assert by_partition[None] == ["brief_bank", "rubric"]
 

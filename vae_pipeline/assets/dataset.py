@@ -25,13 +25,13 @@ def store_in_duckdb(warehouse: Warehouse, table: pl.DataFrame) -> None:
         con.execute("COMMIT")
 
 
-def join_stages(episodes: pl.DataFrame, renders: pl.DataFrame, verdicts: pl.DataFrame,
-                labels: pl.DataFrame) -> pl.DataFrame:
-    """One row per episode with every stage's columns; a bad judge.json makes the episode invalid."""
+def join_stages(episodes: pl.DataFrame, *stages: pl.DataFrame) -> pl.DataFrame:
+    """One row per episode with every stage's columns; a bad judge.json or an archive that cannot
+    be bundled makes the episode invalid."""
     if not episodes.height:
         return episodes
     table = episodes
-    for stage in (renders, verdicts, labels):
+    for stage in stages:
         if stage.height:
             table = table.join(stage, on="id", how="left", suffix="_dup")
     table = table.drop([c for c in table.columns if c.endswith("_dup")])
@@ -43,6 +43,12 @@ def join_stages(episodes: pl.DataFrame, renders: pl.DataFrame, verdicts: pl.Data
             error_line=pl.when(bad_judge).then(pl.col("judge_error_line")).otherwise(pl.col("error_line")),
             error_reason=pl.when(bad_judge).then(pl.col("judge_error_reason")).otherwise(pl.col("error_reason")),
         )
+    if "bundle_error" in table.columns:
+        unbundled = pl.col("valid") & pl.col("bundle_error").is_not_null()
+        table = table.with_columns(
+            error_file=pl.when(unbundled).then(pl.col("source")).otherwise(pl.col("error_file")),
+            error_reason=pl.when(unbundled).then(pl.col("bundle_error")).otherwise(pl.col("error_reason")),
+        ).with_columns(valid=pl.col("valid") & pl.col("bundle_error").is_null())
     return table.with_columns(
         video=pl.when(pl.col("valid") & pl.col("delivered")).then(pl.format("videos/{}.mp4", pl.col("id"))),
     ).sort("series", "id")
@@ -50,9 +56,10 @@ def join_stages(episodes: pl.DataFrame, renders: pl.DataFrame, verdicts: pl.Data
 
 @dg.asset(code_version="episode_table-1", group_name="dataset", kinds={"duckdb", "parquet"})
 def episode_table(context: dg.AssetExecutionContext, warehouse: Warehouse, episodes: pl.DataFrame,
-                  renders: pl.DataFrame, verdicts: pl.DataFrame, labels: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+                  renders: pl.DataFrame, verdicts: pl.DataFrame, labels: pl.DataFrame,
+                  bundles: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """Every episode of every series, valid or not, joined across the stages; also in DuckDB."""
-    table = join_stages(episodes, renders, verdicts, labels)
+    table = join_stages(episodes, renders, verdicts, labels, bundles)
     store_in_duckdb(warehouse, table)
     invalid = table.filter(~pl.col("valid")) if table.height else table
     return dg.Output(table, data_version=frame_version(table), metadata={

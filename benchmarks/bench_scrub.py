@@ -1,0 +1,246 @@
+"""Scrub throughput vs detect-secrets, and the bundle step vs `tar` + `zstd`, on generated episodes.
+
+    python benchmarks/bench_scrub.py [--mb 100] [--ds-mb 3] [--level 12]
+
+Generates an episode of transcript-like files (JSONL messages with stream events, tool results,
+a few screenshots, request blobs, project sources) with every planted value in it, then:
+1. scrubs every text file and reports MB/s and which planted kinds were caught;
+2. runs detect-secrets (Python API, default plugins) over the first --ds-mb MB of the same files
+   (it runs at well under 1 MB/s, so all 100 MB would take many minutes) and reports the same;
+3. times `build_bundle` (read, slim, scrub, tar, zstd, write) against
+   `tar -I 'zstd -<level> [--long=27]'` over the same folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from vae_pipeline.domain.bundle import ZSTD_LEVEL, ZSTD_WINDOW_LOG, build_bundle, write_atomic  # noqa: E402
+from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, scrub_text  # noqa: E402
+from vae_pipeline.sample.planted import PLANTED_KIND, planted_text, planted_values  # noqa: E402
+
+WORDS = (
+    "the a render frame title card motion ease timeline composition layout should we now let me "
+    "check file index html css gsap tween scene opacity scale transform duration seconds hold "
+    "beat hook logo reveal typography kerning baseline grid column gutter palette contrast"
+).split()
+CSS = ".card{{color:#{:06x};transform:translate({}px,{}.5px) scale(1.0{})}} .title::before{{content:''}}"
+
+
+def _prose(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def _screenshot(rng: random.Random) -> str:
+    image = Image.new("RGB", (320, 180), (rng.randrange(256), 40, 90))
+    image.putdata([(x % 256, (x * 7) % 256, rng.randrange(256)) for x in range(320 * 40)] + [(0, 0, 0)] * (320 * 140))
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return base64.b64encode(out.getvalue()).decode()
+
+
+def _line_pool(rng: random.Random, screenshots: list[str]) -> list[bytes]:
+    """Distinct message lines in the proportions of a real run."""
+    pool = []
+    for i in range(3000):
+        r = rng.random()
+        ts = f"2026-10-21T08:{i % 60:02d}:{(i * 7) % 60:02d}.{i % 1000:03d}Z"
+        if r < 0.35:
+            obj = {"type": "stream_event", "event": {"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "text_delta", "text": _prose(rng, 4)}}}
+        elif r < 0.6:
+            command = f"cd work && npx hyperframes render --out out.mp4 --fps 30 # {_prose(rng, 6)}"
+            obj = {"type": "assistant", "timestamp": ts, "uuid": f"{rng.getrandbits(128):032x}",
+                   "message": {"content": [{"type": "thinking", "thinking": _prose(rng, 120),
+                                            "signature": base64.b64encode(rng.randbytes(180)).decode()},
+                                           {"type": "text", "text": _prose(rng, 60)},
+                                           {"type": "tool_use", "id": f"toolu_{rng.getrandbits(96):024x}",
+                                            "name": "Bash", "input": {"command": command}}],
+                               "usage": {"input_tokens": rng.randrange(9999), "output_tokens": 456,
+                                         "cache_read_input_tokens": rng.randrange(10**6)}}}
+        elif r < 0.97:
+            css = CSS.format(rng.getrandbits(24), rng.randrange(99), rng.randrange(9), rng.randrange(9))
+            body = f"<div class=\"card\">{_prose(rng, 50)}</div>\n<style>{css}</style>\nv1.13.{i} ok"
+            obj = {"type": "user", "timestamp": ts, "message": {"content": [{"type": "tool_result",
+                   "tool_use_id": "toolu_x", "content": [{"type": "text", "text": body}]}]}}
+        else:
+            obj = {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "toolu_y",
+                   "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                            "data": rng.choice(screenshots)}}]}]}}
+        pool.append(json.dumps(obj).encode())
+    return pool
+
+
+def generate_episode(folder: Path, megabytes: float, seed: int = 1) -> dict[str, str]:
+    """Write an episode of about `megabytes` MB; return the planted values."""
+    rng = random.Random(seed)
+    values = planted_values(rng)
+    planted = json.dumps({"type": "user", "message": {"content": [{"type": "tool_result",
+                          "content": [{"type": "text", "text": planted_text(values)}]}]}}).encode()
+    screenshots = [_screenshot(rng) for _ in range(6)]
+    pool = _line_pool(rng, screenshots)
+    target = int(megabytes * 1e6)
+    files = {
+        "messages.jsonl": 0.62, "transcript/session.jsonl": 0.25,
+        "transcript/api-request-blob/1.json": 0.05, "transcript/api-request-blob/2.json": 0.05,
+    }
+    for name, share in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines, size, n = [], 0, 0
+        while size < target * share:
+            line = planted if n % 2000 == 1000 else rng.choice(pool)
+            lines.append(line)
+            size += len(line) + 1
+            n += 1
+        if name.endswith(".json"):  # a request blob: one JSON document on one line
+            doc = {"model": "m", "messages": [json.loads(x) for x in lines if b"stream_event" not in x]}
+            path.write_bytes(json.dumps(doc).encode())
+        else:
+            path.write_bytes(b"\n".join(lines) + b"\n")
+    work = folder / "work"
+    (work / "assets/vendor").mkdir(parents=True, exist_ok=True)
+    text = planted_text(values)
+    (work / "index.html").write_text(f"<html><!-- {text} --><body>{_prose(rng, 4000)}</body></html>")
+    (work / "main.js").write_text(f"/* {text} */\n" + "gsap.to('.card', {x: 100});\n" * 20000)
+    (work / "style.css").write_text(f"/* {text} */\n" + CSS.format(0x1A2B3C, 1, 2, 3) * 2000)
+    (work / "assets/vendor/gsap.min.js").write_bytes(rng.randbytes(200_000).hex().encode())
+    (work / ".env").write_text(f"ANTHROPIC_API_KEY={values['anthropic']}\n")
+    (folder / "out.mp4").write_bytes(rng.randbytes(2_000_000))
+    return values
+
+
+def _caught_kinds(outputs: dict[str, bytes], findings: set[str], values: dict[str, str]) -> dict[str, bool]:
+    """Per planted value: gone from every output (redact/placeholder), or reported (finding)."""
+    caught = {}
+    for key, value in values.items():
+        kind, action = PLANTED_KIND[key]
+        if action == "finding":
+            caught[key] = kind in findings
+        else:
+            forms = {value.encode(), json.dumps(value)[1:-1].encode()}
+            caught[key] = not any(f in data for f in forms for data in outputs.values())
+    return caught
+
+
+def bench_scrub(folder: Path, values: dict[str, str]) -> float:
+    texts = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    texts = {k: v for k, v in texts.items() if is_text_member(k) and "/vendor/" not in k and not k.endswith(".env")}
+    size = sum(map(len, texts.values()))
+    config = ScrubConfig(hostname="render-box.internal", username="vidbot")
+    start = time.perf_counter()
+    results = {path: scrub_text(data, path, config) for path, data in texts.items()}
+    elapsed = time.perf_counter() - start
+    rate = size / 1e6 / elapsed
+    findings = {f.kind for r in results.values() for f in r.findings}
+    caught = _caught_kinds({p: r.data for p, r in results.items()}, findings, values)
+    print(f"scrub:          {size / 1e6:8.1f} MB in {elapsed:6.2f} s = {rate:7.1f} MB/s "
+          f"({sum(r.redacted for r in results.values())} redacted, "
+          f"{sum(len(r.findings) for r in results.values())} findings)")
+    missed = [k for k, ok in caught.items() if not ok]
+    print(f"  planted kinds caught: {sum(caught.values())}/{len(caught)}" + (f"  MISSED: {missed}" if missed else ""))
+    return rate
+
+
+def bench_detect_secrets(folder: Path, values: dict[str, str], megabytes: float) -> float:
+    from detect_secrets import SecretsCollection
+    from detect_secrets.settings import default_settings
+
+    sample = Path(tempfile.mkdtemp(prefix="ds-", dir=folder.parent))
+    budget = int(megabytes * 1e6)
+    paths = sorted(p for p in folder.rglob("*") if p.is_file() and is_text_member(p.name)
+                   and "/vendor/" not in p.as_posix() and p.suffix != ".env")
+    share = budget // len(paths)
+    lines_of: dict[Path, list[bytes]] = {}
+    for p in paths:  # the same files, cut at a line boundary after `share` bytes
+        data = p.read_bytes()
+        cut = data.find(b"\n", share)
+        part = data[:share] if cut < 0 else data[: cut + 1]  # a one-line JSON file is cut mid-line
+        target = sample / p.relative_to(folder)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(part)
+        lines_of[target] = part.split(b"\n")
+    planted_file = sample / "planted.txt"
+    planted_file.write_text(planted_text(values))
+    lines_of[planted_file] = planted_file.read_bytes().split(b"\n")
+    size = sum(t.stat().st_size for t in lines_of)
+    start = time.perf_counter()
+    with default_settings():
+        collection = SecretsCollection()
+        for target in lines_of:
+            collection.scan_file(str(target))
+    elapsed = time.perf_counter() - start
+    rate = size / 1e6 / elapsed
+    hit_lines = {(Path(f).resolve(), s.line_number) for f, s in collection}
+    # what it catches is judged on planted.txt, where each value has a line of its own
+    planted_lines = lines_of[planted_file]
+    caught = {}
+    for key, value in values.items():
+        first = value.splitlines()[0].encode()
+        caught[key] = any((planted_file.resolve(), i) in hit_lines
+                          for i, line in enumerate(planted_lines, 1) if first in line)
+    print(f"detect-secrets: {size / 1e6:8.1f} MB in {elapsed:6.2f} s = {rate:7.2f} MB/s "
+          f"({len(hit_lines)} lines flagged)")
+    print(f"  planted kinds caught: {sum(caught.values())}/{len(caught)}; missed: "
+          f"{[k for k, ok in caught.items() if not ok]}")
+    shutil.rmtree(sample)
+    return rate
+
+
+def bench_bundle(folder: Path, level: int) -> None:
+    out = folder.parent / "bundle.tar.zst"
+    start = time.perf_counter()
+    members = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    bundle = build_bundle(members, config=ScrubConfig(hostname="render-box.internal", username="vidbot"), zstd_level=level)
+    write_atomic(out, bundle.archive)
+    ours = time.perf_counter() - start
+    size_in = sum(map(len, members.values()))
+    print(f"bundle step:    {size_in / 1e6:8.1f} MB in {ours:6.2f} s -> {len(bundle.archive) / 1e6:7.2f} MB "
+          f"(level {level}, long={ZSTD_WINDOW_LOG}; slimmed {bundle.slimmed})")
+    if shutil.which("zstd") is None:
+        print("  zstd not installed (apt-get install -y zstd): tar comparison skipped")
+        return
+    for label, compressor in ((f"zstd -{level}", f"zstd -{level} -T1"),
+                              (f"zstd -{level} --long={ZSTD_WINDOW_LOG}", f"zstd -{level} -T1 --long={ZSTD_WINDOW_LOG}")):
+        target = folder.parent / "tar.tar.zst"
+        start = time.perf_counter()
+        subprocess.run(["tar", "-C", str(folder), "-I", compressor, "-cf", str(target), "."], check=True)
+        theirs = time.perf_counter() - start
+        print(f"tar -I '{label}': {theirs:6.2f} s -> {target.stat().st_size / 1e6:7.2f} MB; "
+              f"bundle/tar time ratio {ours / theirs:4.2f} (<= 1 is the goal)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=float, default=100.0, help="size of the generated episode")
+    parser.add_argument("--ds-mb", type=float, default=3.0, help="MB of the same files given to detect-secrets")
+    parser.add_argument("--level", type=int, default=ZSTD_LEVEL)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-scrub-"))
+    try:
+        folder = root / "episode"
+        values = generate_episode(folder, args.mb)
+        ours = bench_scrub(folder, values)
+        theirs = bench_detect_secrets(folder, values, args.ds_mb)
+        print(f"scrub / detect-secrets throughput: {ours / theirs:6.0f}x (goal >= 100x and >= 50 MB/s)")
+        bench_bundle(folder, args.level)
+    finally:
+        shutil.rmtree(root)
+
+
+if __name__ == "__main__":
+    main()

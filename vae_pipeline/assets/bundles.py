@@ -1,0 +1,85 @@
+"""`bundles`: every valid episode scrubbed, slimmed and packed as a reproducible tar.zst."""
+
+import json
+
+import dagster as dg
+import polars as pl
+
+from vae_pipeline.assets.renders import episode_entry
+from vae_pipeline.domain.bundle import build_bundle
+from vae_pipeline.domain.episode_files import read_episode_files
+from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.files import files_version, write_atomic
+from vae_pipeline.domain.scrub import ScrubConfig, load_allow_list
+from vae_pipeline.freshness import content_version, frame_version, record_metadata
+from vae_pipeline.partitions import series_partitions
+from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings, Warehouse
+from vae_pipeline.ui import markdown_table
+
+ALLOW_LIST = "scrub-allow.jsonl"
+FINDING = pl.Struct({"file": pl.String, "line": pl.Int64, "kind": pl.String, "value_sha256": pl.String,
+                     "allowed": pl.Boolean})
+BUNDLES_SCHEMA = {
+    "id": pl.String, "bundle_error": pl.String, "archive": pl.String, "archive_sha256": pl.String,
+    "archive_size": pl.Int64, "staged_archive": pl.String, "redacted_keys": pl.Int64,
+    "findings": pl.List(FINDING), "blocking_findings": pl.Int64, "bundle_parts": pl.String,
+}  # fmt: skip
+
+
+def scrub_config(project_meta: ProjectMeta, settings: ScrubSettings) -> ScrubConfig:
+    return ScrubConfig(hostname=settings.harness_hostname or None, username=settings.harness_user or None,
+                       allow=load_allow_list(project_meta.root / ALLOW_LIST))
+
+
+def bundles_source(project_meta: ProjectMeta, settings: ScrubSettings) -> str:
+    """What the scrub was told (hashed: never the names themselves) and the reviewed findings."""
+    return content_version(settings.harness_hostname, settings.harness_user,
+                           files_version([project_meta.root / ALLOW_LIST]))
+
+
+def bundle_episode(runs_root: RunsRoot, warehouse: Warehouse, row: dict, config: ScrubConfig) -> dict:
+    out = dict.fromkeys(BUNDLES_SCHEMA)
+    out["id"] = row["id"]
+    try:
+        files = read_episode_files(episode_entry(runs_root, row), lambda _: True,
+                                   size_limit=runs_root.max_unpacked_bytes)
+        bundle = build_bundle(files.data, config=config)
+    except BadInput as exc:
+        out["bundle_error"] = str(exc)
+        return out
+    staged = warehouse.root / "bundles" / row["series"] / f"{row['id']}.tar.zst"
+    write_atomic(staged, bundle.archive)
+    parts = {"files": bundle.files, "excluded": bundle.excluded, "vendor_files": bundle.vendor_files,
+             "redacted_keys": bundle.redacted_keys, "scrub": bundle.scrub, "slimmed": bundle.slimmed}
+    findings = bundle.scrub["findings"]
+    out.update(archive=f"episodes/{row['date']}/{row['id']}.tar.zst", archive_sha256=bundle.archive_sha256,
+               archive_size=len(bundle.archive), staged_archive=staged.relative_to(warehouse.root).as_posix(),
+               redacted_keys=bundle.redacted_keys, findings=findings,
+               blocking_findings=sum(1 for f in findings if not f["allowed"]),
+               bundle_parts=json.dumps(parts, sort_keys=True))
+    return out
+
+
+@dg.asset(partitions_def=series_partitions, code_version="bundles-1", group_name="series", kinds={"zstd"})
+def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
+            warehouse: Warehouse, scrub_settings: ScrubSettings, episodes: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """The scrubbed, slimmed, byte-reproducible archive of every valid episode, and its manifest parts."""
+    config = scrub_config(project_meta, scrub_settings)
+    valid = episodes.filter(pl.col("valid")).to_dicts()
+    rows = []
+    for number, row in enumerate(valid, start=1):
+        rows.append(bundle_episode(runs_root, warehouse, row, config))
+        if number % 10 == 0:
+            context.log.info(f"bundled {number} of {len(valid)} episodes")
+    frame = pl.DataFrame(rows, schema=BUNDLES_SCHEMA)
+    findings = frame.select("id", "findings").explode("findings").unnest("findings").drop_nulls("kind")
+    return dg.Output(frame, data_version=frame_version(frame), metadata={
+        "archives": frame.filter(pl.col("bundle_error").is_null()).height,
+        "bytes": int(frame["archive_size"].sum() or 0),
+        "redacted_keys": int(frame["redacted_keys"].sum() or 0),
+        "blocking_findings": int(frame["blocking_findings"].sum() or 0),
+        "findings": markdown_table(findings, ("id", "file", "line", "kind", "allowed")),
+        "preview": markdown_table(frame, ("id", "archive", "archive_size", "redacted_keys", "blocking_findings",
+                                          "bundle_error")),
+        **record_metadata(context, bundles_source(project_meta, scrub_settings)),
+    })

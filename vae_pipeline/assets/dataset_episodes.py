@@ -1,0 +1,170 @@
+"""`dataset_episodes`: the published episodes' files — videos, archives, manifests — and the
+blocking checks that must pass before anything is published."""
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import zstandard
+
+from vae_pipeline.domain.files import sha256_file, write_atomic
+from vae_pipeline.domain.manifest import manifest_bytes
+from vae_pipeline.freshness import content_version, record_metadata
+from vae_pipeline.resources import DatasetFolder, Warehouse
+
+BLOCKING_CHECKS = [
+    dg.AssetCheckSpec("no_scrub_findings", asset="dataset_episodes", blocking=True,
+                      description="No unreviewed scrub finding (e-mail, IP, leftover credential) in a published file"),
+    dg.AssetCheckSpec("files_match_manifests", asset="dataset_episodes", blocking=True,
+                      description="Every archive and its members have the size and sha256 their manifest lists"),
+    dg.AssetCheckSpec("delivered_videos_present", asset="dataset_episodes", blocking=True,
+                      description="Every delivered video is in videos/, byte-identical"),
+    dg.AssetCheckSpec("rows_and_archives_agree", asset="dataset_episodes", blocking=True,
+                      description="episodes.jsonl, the archives and the manifests name the same episodes"),
+]
+
+
+def place(source: Path, target: Path) -> bool:
+    """Make `target` hold `source`'s bytes (a hard link when possible); False when it already does."""
+    if target.exists() and (os.path.samefile(source, target) or
+                            (target.stat().st_size == source.stat().st_size and sha256_file(target) == sha256_file(source))):
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, target)
+    return True
+
+
+def _write_if_changed(path: Path, data: bytes) -> bool:
+    if path.exists() and path.read_bytes() == data:
+        return False
+    write_atomic(path, data)
+    return True
+
+
+def _remove_unlisted(folder: Path, keep: set[Path]) -> int:
+    removed = 0
+    for path in sorted(folder.rglob("*")) if folder.exists() else []:
+        if path.is_file() and path not in keep:
+            path.unlink()
+            removed += 1
+    return removed
+
+
+@dg.asset(code_version="dataset_episodes-1", group_name="dataset", kinds={"zstd"}, check_specs=BLOCKING_CHECKS)
+def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, dataset_folder: DatasetFolder,
+                     episode_table: pl.DataFrame, dataset_rows: pl.DataFrame):
+    """videos/<id>.mp4, episodes/<date>/<id>.tar.zst and <id>.json for every published row; nothing else."""
+    root = dataset_folder.root
+    published = set(dataset_rows["id"].to_list())
+    rows = episode_table.filter(pl.col("id").is_in(sorted(published))).to_dicts() if published else []
+    keep: set[Path] = set()
+    written = 0
+    for row in rows:
+        if row["video"] and row.get("staged_video"):
+            target = root / row["video"]
+            written += place(warehouse.root / row["staged_video"], target)
+            keep.add(target)
+        archive = root / row["archive"]
+        written += place(warehouse.root / row["staged_archive"], archive)
+        manifest = archive.with_name(f"{row['id']}.json")
+        written += _write_if_changed(manifest, manifest_bytes(row, json.loads(row["bundle_parts"])))
+        keep |= {archive, manifest}
+    removed = _remove_unlisted(root / "videos", keep) + _remove_unlisted(root / "episodes", keep)
+    version = content_version(sorted(str(p.relative_to(root)) for p in keep),
+                              [(r["id"], r["archive_sha256"], r["label"], r["rehosted_at"]) for r in rows])
+    yield dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
+        "episodes": len(rows), "files_written": written, "files_removed": removed,
+        **record_metadata(context),
+    })
+    yield from publish_checks(root, rows, dataset_rows)
+
+
+def _listing(problems: list[str], limit: int = 25) -> str:
+    shown = "; ".join(problems[:limit])
+    return shown + (f"; and {len(problems) - limit} more" if len(problems) > limit else "")
+
+
+def publish_checks(root: Path, rows: list[dict], dataset_rows: pl.DataFrame):
+    """One check per reason the contract gives for refusing to publish (invalid episodes: dataset_rows)."""
+    findings = [f"{r['id']}: {f['file']}:{f['line']} {f['kind']}" for r in rows for f in r["findings"] or []
+                if not f["allowed"]]
+    yield dg.AssetCheckResult(
+        check_name="no_scrub_findings", passed=not findings,
+        description="no unreviewed finding" if not findings else
+        f"{len(findings)} finding(s): {_listing(findings)}. Fix the input, list a reviewed finding in "
+        "meta/scrub-allow.jsonl (file, kind, sha256 from the manifest), or withhold the episode in meta/withheld.jsonl.",
+        metadata={"findings": len(findings)})
+
+    mismatched = [problem for row in rows for problem in archive_problems(root, row)]
+    yield dg.AssetCheckResult(
+        check_name="files_match_manifests", passed=not mismatched,
+        description="every archive matches its manifest" if not mismatched else
+        f"{_listing(mismatched)}. Rebuild (vae build) to rewrite the files, or withhold the episode.")
+
+    missing = [row["id"] for row in rows if row["video"] and not _same_file(root / row["video"], row)]
+    yield dg.AssetCheckResult(
+        check_name="delivered_videos_present", passed=not missing,
+        description="every delivered video is in videos/" if not missing else
+        f"missing or different in videos/: {_listing(missing)}. Rebuild, or withhold the episode.")
+
+    disagreements = rows_vs_archives(root, dataset_rows)
+    yield dg.AssetCheckResult(
+        check_name="rows_and_archives_agree", passed=not disagreements,
+        description="rows, archives and manifests agree" if not disagreements else
+        f"{_listing(disagreements)}. Rebuild (vae build) so rows and archives are written together.")
+
+
+def _same_file(path: Path, row: dict) -> bool:
+    return path.is_file() and path.stat().st_size == row["video_size"]
+
+
+def archive_problems(root: Path, row: dict) -> list[str]:
+    """The archive's sha256 against its manifest, and every member's size and sha256."""
+    archive = root / row["archive"]
+    manifest_path = archive.with_name(f"{row['id']}.json")
+    if not archive.is_file() or not manifest_path.is_file():
+        return [f"{row['id']}: archive or manifest missing"]
+    manifest = json.loads(manifest_path.read_text())
+    data = archive.read_bytes()
+    if hashlib.sha256(data).hexdigest() != manifest["archive_sha256"]:
+        return [f"{row['archive']}: sha256 differs from its manifest"]
+    listed = {f["path"]: (f["size"], f["sha256"]) for f in manifest["files"]}
+    found = {}
+    with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)) as stream, \
+            tarfile.open(fileobj=stream, mode="r|") as tar:
+        for member in tar:
+            content = tar.extractfile(member).read()
+            found[member.name] = (len(content), hashlib.sha256(content).hexdigest())
+    return [f"{row['archive']}: {path} differs from its manifest"
+            for path in sorted(set(listed) | set(found)) if listed.get(path) != found.get(path)]
+
+
+def rows_vs_archives(root: Path, dataset_rows: pl.DataFrame) -> list[str]:
+    """Every published row has its archive with the row's sha256, and no archive lacks a row."""
+    problems = []
+    listed = {}
+    for row in dataset_rows.select("id", "archive", "archive_sha256").iter_rows(named=True):
+        if row["archive"] is None:
+            problems.append(f"{row['id']}: row has no archive")
+            continue
+        listed[row["archive"]] = row
+        manifest = (root / row["archive"]).with_name(f"{row['id']}.json")
+        if not manifest.is_file() or json.loads(manifest.read_text())["archive_sha256"] != row["archive_sha256"]:
+            problems.append(f"{row['id']}: archive_sha256 in episodes.jsonl differs from the manifest")
+    on_disk = {p.relative_to(root).as_posix() for p in (root / "episodes").rglob("*.tar.zst")} \
+        if (root / "episodes").exists() else set()
+    problems += [f"{path}: archive without a row" for path in sorted(on_disk - set(listed))]
+    problems += [f"{path}: row without an archive" for path in sorted(set(listed) - on_disk)]
+    return problems

@@ -1,0 +1,37 @@
+"""An episode's manifest (`episodes/<date>/<id>.json`, contract 3) from its row and its bundle."""
+
+from __future__ import annotations
+
+import json
+
+AXES_COLUMNS = ("score_brief_fidelity", "score_composition", "score_typography", "score_motion",
+                "score_craft", "score_engagement")
+VERDICT_COLUMNS = ("label", "host_rule", "host_gates_failed", "positive_eligible", "defects_critical",
+                   "defects_major", "defects_minor", "judge_model", "rubric_version", "host_rubric_version",
+                   "rubric_sha256", "rehosted_at", "previous_final_label")
+USAGE_COLUMNS = ("turns", "tool_calls", "images_read", "renders", "snapshots", "input_tokens", "output_tokens",
+                 "cache_read_tokens", "cache_creation_tokens")
+
+
+def manifest(row: dict, bundle_parts: dict) -> dict:
+    """The manifest: identity, brief, verdict, usage, and the archive's files and scrub report."""
+    verdict = {column: row.get(column) for column in VERDICT_COLUMNS}
+    verdict["scores"] = {column.removeprefix("score_"): row.get(column) for column in AXES_COLUMNS}
+    return {
+        "id": row["id"],
+        "series": row["series"],
+        "brief": json.loads(row["brief"]),
+        "verdict": verdict,
+        "usage": {column: row.get(column) for column in USAGE_COLUMNS},
+        "files": bundle_parts["files"],
+        "archive_sha256": row["archive_sha256"],
+        "excluded": bundle_parts["excluded"],
+        "vendor_files": bundle_parts["vendor_files"],
+        "redacted_keys": bundle_parts["redacted_keys"],
+        "scrub": bundle_parts["scrub"],
+        "slimmed": bundle_parts["slimmed"],
+    }
+
+
+def manifest_bytes(row: dict, bundle_parts: dict) -> bytes:
+    return (json.dumps(manifest(row, bundle_parts), indent=2, ensure_ascii=False, default=list) + "\n").encode()

@@ -112,10 +112,13 @@ def build(runs: Path, out: Path, *, rubric_version: str | None = None, max_round
 
 
 def _run_error(result: dg.ExecuteInProcessResult) -> str:
+    """The first failed step and its root cause, in one line."""
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
             error = event.step_failure_data.error
-            return f"{event.step_key}: {error.message.strip().splitlines()[0]}"
+            while error.cause is not None:
+                error = error.cause
+            return f"{event.step_key}: {error.cls_name}: {error.message.strip().splitlines()[0]}"
     return "run failed"
 
 
@@ -188,6 +191,55 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- vae publish
+
+
+def publish(dataset: Path, repo: str, *, yes: bool = False, pr: bool = False,
+            log_level: str = "CRITICAL") -> tuple[bool, str]:
+    """Run the `publish` job (blocking checks, then hub_release); (published or planned, text)."""
+    from vae_pipeline.definitions import defs
+
+    if not dataset.is_dir():
+        raise CliError(f"dataset folder {dataset} does not exist; run `vae build` first")
+    env = os.environ
+    env["VAE_DATASET_DIR"] = str(dataset.resolve())
+    env["VAE_HUB_REPO"] = repo
+    env.setdefault("VAE_RUNS_ROOT", str(dataset.resolve()))  # not read by the publish job
+    apply_defaults(env)
+    config = {"dry_run": not yes, "create_pr": pr}
+    result = defs.resolve_job_def("publish").execute_in_process(
+        instance=dg.DagsterInstance.get(), raise_on_error=False,
+        run_config={"ops": {"hub_release": {"config": config}},
+                    "loggers": {"console": {"config": {"log_level": log_level}}}})
+    for event in result.get_asset_materialization_events():
+        metadata = event.step_materialization_data.materialization.metadata
+        text = metadata["plan"].value.strip("`\n")
+        if "url" in metadata:
+            text += f"\npublished: {metadata['url'].value}"
+        return True, text
+    failed = [f"- {e.asset_key.to_user_string()}.{e.check_name}: {e.description}"
+              for e in result.get_asset_check_evaluations() if not e.passed]
+    if failed:
+        return False, "publishing refused:\n" + "\n".join(failed)
+    return False, _failure_description(result)
+
+
+def _failure_description(result: dg.ExecuteInProcessResult) -> str:
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.user_failure_data:
+            return event.step_failure_data.user_failure_data.description
+    return _run_error(result)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    ok, text = publish(Path(args.dataset), args.repo, yes=args.yes, pr=args.pr,
+                       log_level="DEBUG" if args.debug else "CRITICAL")
+    _say(text)
+    if ok and not args.yes:
+        _say("dry run: nothing was sent (add --yes to publish)")
+    return 0 if ok else 1
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -221,6 +273,12 @@ def parser() -> argparse.ArgumentParser:
     ui.add_argument("--rubric-version")
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=cmd_ui)
+    pub = sub.add_parser("publish", help="check, then publish the dataset folder to the Hub (dry run by default)")
+    pub.add_argument("--dataset", required=True, type=Path)
+    pub.add_argument("--repo", required=True, help="ORG/NAME of the dataset repository")
+    pub.add_argument("--yes", action="store_true", help="really publish (one commit)")
+    pub.add_argument("--pr", action="store_true", help="open a pull request instead of committing to main")
+    pub.set_defaults(func=cmd_publish)
     return top
 
 

@@ -7,10 +7,11 @@ from typing import Any
 
 import dagster as dg
 
-from vae_pipeline.assets import ASSETS
-from vae_pipeline.jobs import refresh_job
+from vae_pipeline.assets import ASSETS, PUBLISH_CHECKS
+from vae_pipeline.assets.hub_release import hub_release
+from vae_pipeline.jobs import publish_job, refresh_job
 from vae_pipeline.io_manager import ParquetTableIOManager
-from vae_pipeline.resources import DatasetFolder, ProjectMeta, RunsRoot, ScrubSettings, Warehouse
+from vae_pipeline.resources import DatasetFolder, HubRepo, ProjectMeta, RunsRoot, ScrubSettings, Warehouse
 from vae_pipeline.schedules import nightly_refresh
 from vae_pipeline.sensors import new_series_sensor, refresh_after_check_failure_sensor, refresh_followup_sensor
 
@@ -27,6 +28,7 @@ def build_resources(text: Callable[[str], Any], number: Callable[[str], Any]) ->
         "project_meta": ProjectMeta(path=text("VAE_META_DIR"), rubric_version=text("VAE_RUBRIC_VERSION")),
         "warehouse": warehouse,
         "dataset_folder": DatasetFolder(path=text("VAE_DATASET_DIR")),
+        "hub_repo": HubRepo(repo_id=text("VAE_HUB_REPO"), endpoint=text("VAE_HUB_ENDPOINT")),
         "scrub_settings": ScrubSettings(harness_hostname=text("VAE_HARNESS_HOSTNAME"),
                                         harness_user=text("VAE_HARNESS_USER")),
         "io_manager": ParquetTableIOManager(warehouse=warehouse),
@@ -39,8 +41,9 @@ def resources_from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 defs = dg.Definitions(
-    assets=ASSETS,
-    jobs=[refresh_job],
+    assets=[*ASSETS, hub_release],
+    asset_checks=PUBLISH_CHECKS,
+    jobs=[refresh_job, publish_job],
     sensors=[new_series_sensor, refresh_followup_sensor, refresh_after_check_failure_sensor],
     schedules=[nightly_refresh],
     # settings come from the environment when a run starts (EnvVar), never at import

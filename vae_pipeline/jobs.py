@@ -6,3 +6,12 @@ import dagster as dg
 # unpartitioned ones) per run.
 refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all(),
                                   description="Materialize what is stale or missing (one series per run).")
+
+
+# The blocking checks against the current files, then the release: a failing check stops it.
+publish_job = dg.define_asset_job(
+    "publish",
+    selection=dg.AssetSelection.assets("hub_release")
+    | dg.AssetSelection.checks_for_assets("dataset_rows", "dataset_episodes"),
+    description="Run the blocking checks and publish the dataset folder to the Hub in one commit.",
+)

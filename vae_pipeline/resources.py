@@ -82,3 +82,11 @@ class ScrubSettings(dg.ConfigurableResource):
 
     harness_hostname: str = ""
     harness_user: str = ""
+
+
+class HubRepo(dg.ConfigurableResource):
+    """The Hugging Face dataset repository to publish to. The token is not a setting: the Hub
+    client reads HF_TOKEN or its stored login itself, so it never passes through Dagster."""
+
+    repo_id: str
+    endpoint: str = ""  # empty: the client's default (or HF_ENDPOINT)

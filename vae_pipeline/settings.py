@@ -18,6 +18,8 @@ DEFAULTS = {
     "VAE_HARNESS_HOSTNAME": "",  # the harness machine's host name, for the scrub
     "VAE_HARNESS_USER": "",  # the harness machine's user name, for the scrub
     "VAE_MAX_UNPACKED_BYTES": str(4 * 1024**3),
+    "VAE_HUB_REPO": "",  # ORG/NAME of the dataset repository (vae publish --repo)
+    "VAE_HUB_ENDPOINT": "",  # the Hub's address; empty: the client's default (huggingface.co or HF_ENDPOINT)
 }
 REQUIRED = ("VAE_RUNS_ROOT", "VAE_DATASET_DIR")
 

@@ -7,6 +7,7 @@ from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.episodes import episodes
 from vae_pipeline.assets.labels import labels
 from vae_pipeline.assets.meta import brief_bank, dataset_meta, rubric
+from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS
 from vae_pipeline.assets.renders import renders
 from vae_pipeline.assets.verdicts import verdicts
 

@@ -93,53 +93,27 @@ def _write_if_changed(path, data: bytes) -> bool:
     return True
 
 
-@dg.asset(code_version="dataset_rows-1", group_name="dataset", kinds={"parquet"},
-          check_specs=[dg.AssetCheckSpec("no_invalid_episodes", asset="dataset_rows", blocking=True,
-                                         description="No invalid episode in a published series")])
-def dataset_rows(context: dg.AssetExecutionContext, project_meta: ProjectMeta,
-                 dataset_folder: DatasetFolder, episode_table: pl.DataFrame):
-    """`episodes.jsonl` and `data/episodes.parquet`: valid episodes of completed series, by id."""
+def read_withheld(project_meta: ProjectMeta) -> tuple[set[str], set[str]]:
     try:
         withheld_episodes, withheld_series, _ = load_withheld(project_meta.root / WITHHELD)
     except BadInput as exc:
         raise dg.Failure(description=f"meta/{exc}") from None
+    return withheld_episodes, withheld_series
+
+
+@dg.asset(code_version="dataset_rows-1", group_name="dataset", kinds={"parquet"})
+def dataset_rows(context: dg.AssetExecutionContext, project_meta: ProjectMeta,
+                 dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """`episodes.jsonl` and `data/episodes.parquet`: valid episodes of completed series, by id."""
+    withheld_episodes, withheld_series = read_withheld(project_meta)
     published = publishable(episode_table, withheld_episodes, withheld_series) if episode_table.height \
         else episode_table
     rows = dataset_frame(published)
     _write_if_changed(dataset_folder.root / "episodes.jsonl", jsonl_bytes(rows))
     _write_if_changed(dataset_folder.root / "data" / "episodes.parquet", parquet_bytes(rows))
-    blocking = _invalid_in_published_series(episode_table, withheld_episodes, withheld_series)
-    yield dg.Output(rows, data_version=frame_version(rows), metadata={
+    return dg.Output(rows, data_version=frame_version(rows), metadata={
         "rows": rows.height,
         "series": dg.MetadataValue.json(sorted(set(rows["series"].to_list()))),
         "preview": markdown_table(rows, ("id", "series", "family", "aspect", "label", "turns", "video_ok")),
         **record_metadata(context, withheld_source(project_meta)),
     })
-    yield dg.AssetCheckResult(
-        check_name="no_invalid_episodes",
-        passed=blocking.height == 0,
-        description=_invalid_description(blocking),
-        metadata={"invalid": blocking.height,
-                  "episodes": markdown_table(blocking, ("series", "id", "error_file", "error_line", "error_reason"))},
-    )
-
-
-def _invalid_in_published_series(table: pl.DataFrame, withheld_episodes: set[str],
-                                 withheld_series: set[str]) -> pl.DataFrame:
-    if not table.height:
-        return table
-    return table.filter(
-        ~pl.col("valid") & (pl.col("series_status") == "completed")
-        & ~pl.col("id").is_in(sorted(withheld_episodes)) & ~pl.col("series").is_in(sorted(withheld_series))
-    )
-
-
-def _invalid_description(blocking: pl.DataFrame) -> str:
-    if not blocking.height:
-        return "Every episode of the published series is valid."
-    listed = "; ".join(f"{r['series']}/{r['id']}: {r['error_file']}"
-                       + (f":{r['error_line']}" if r["error_line"] is not None else "") + f" {r['error_reason']}"
-                       for r in blocking.head(20).iter_rows(named=True))
-    return (f"{blocking.height} invalid episode(s) in completed series: {listed}. Fix the input, or list "
-            f"the episode or series with a reason in meta/{WITHHELD} to leave it out.")
-

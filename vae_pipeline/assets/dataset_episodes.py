@@ -1,5 +1,4 @@
-"""`dataset_episodes`: the published episodes' files — videos, archives, manifests — and the
-blocking checks that must pass before anything is published."""
+"""`dataset_episodes`: the published episodes' files — videos, archives and manifests."""
 
 import hashlib
 import io
@@ -17,18 +16,6 @@ from vae_pipeline.domain.files import sha256_file, write_atomic
 from vae_pipeline.domain.manifest import manifest_bytes
 from vae_pipeline.freshness import content_version, record_metadata
 from vae_pipeline.resources import DatasetFolder, Warehouse
-
-BLOCKING_CHECKS = [
-    dg.AssetCheckSpec("no_scrub_findings", asset="dataset_episodes", blocking=True,
-                      description="No unreviewed scrub finding (e-mail, IP, leftover credential) in a published file"),
-    dg.AssetCheckSpec("files_match_manifests", asset="dataset_episodes", blocking=True,
-                      description="Every archive and its members have the size and sha256 their manifest lists"),
-    dg.AssetCheckSpec("delivered_videos_present", asset="dataset_episodes", blocking=True,
-                      description="Every delivered video is in videos/, byte-identical"),
-    dg.AssetCheckSpec("rows_and_archives_agree", asset="dataset_episodes", blocking=True,
-                      description="episodes.jsonl, the archives and the manifests name the same episodes"),
-]
-
 
 def place(source: Path, target: Path) -> bool:
     """Make `target` hold `source`'s bytes (a hard link when possible); False when it already does."""
@@ -62,7 +49,7 @@ def _remove_unlisted(folder: Path, keep: set[Path]) -> int:
     return removed
 
 
-@dg.asset(code_version="dataset_episodes-1", group_name="dataset", kinds={"zstd"}, check_specs=BLOCKING_CHECKS)
+@dg.asset(code_version="dataset_episodes-1", group_name="dataset", kinds={"zstd"})
 def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, dataset_folder: DatasetFolder,
                      episode_table: pl.DataFrame, dataset_rows: pl.DataFrame):
     """videos/<id>.mp4, episodes/<date>/<id>.tar.zst and <id>.json for every published row; nothing else."""
@@ -84,50 +71,26 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
     removed = _remove_unlisted(root / "videos", keep) + _remove_unlisted(root / "episodes", keep)
     version = content_version(sorted(str(p.relative_to(root)) for p in keep),
                               [(r["id"], r["archive_sha256"], r["label"], r["rehosted_at"]) for r in rows])
-    yield dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
+    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
         "episodes": len(rows), "files_written": written, "files_removed": removed,
         **record_metadata(context),
     })
-    yield from publish_checks(root, rows, dataset_rows)
 
 
-def _listing(problems: list[str], limit: int = 25) -> str:
-    shown = "; ".join(problems[:limit])
-    return shown + (f"; and {len(problems) - limit} more" if len(problems) > limit else "")
+def published_rows(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> list[dict]:
+    """The episode_table rows of the episodes the dataset folder's episodes.jsonl publishes now."""
+    ids = {row["id"] for row in _jsonl_rows(dataset_folder.root)}
+    return episode_table.filter(pl.col("id").is_in(sorted(ids))).to_dicts() if ids else []
 
 
-def publish_checks(root: Path, rows: list[dict], dataset_rows: pl.DataFrame):
-    """One check per reason the contract gives for refusing to publish (invalid episodes: dataset_rows)."""
-    findings = [f"{r['id']}: {f['file']}:{f['line']} {f['kind']}" for r in rows for f in r["findings"] or []
-                if not f["allowed"]]
-    yield dg.AssetCheckResult(
-        check_name="no_scrub_findings", passed=not findings,
-        description="no unreviewed finding" if not findings else
-        f"{len(findings)} finding(s): {_listing(findings)}. Fix the input, list a reviewed finding in "
-        "meta/scrub-allow.jsonl (file, kind, sha256 from the manifest), or withhold the episode in meta/withheld.jsonl.",
-        metadata={"findings": len(findings)})
-
-    mismatched = [problem for row in rows for problem in archive_problems(root, row)]
-    yield dg.AssetCheckResult(
-        check_name="files_match_manifests", passed=not mismatched,
-        description="every archive matches its manifest" if not mismatched else
-        f"{_listing(mismatched)}. Rebuild (vae build) to rewrite the files, or withhold the episode.")
-
-    missing = [row["id"] for row in rows if row["video"] and not _same_file(root / row["video"], row)]
-    yield dg.AssetCheckResult(
-        check_name="delivered_videos_present", passed=not missing,
-        description="every delivered video is in videos/" if not missing else
-        f"missing or different in videos/: {_listing(missing)}. Rebuild, or withhold the episode.")
-
-    disagreements = rows_vs_archives(root, dataset_rows)
-    yield dg.AssetCheckResult(
-        check_name="rows_and_archives_agree", passed=not disagreements,
-        description="rows, archives and manifests agree" if not disagreements else
-        f"{_listing(disagreements)}. Rebuild (vae build) so rows and archives are written together.")
+def _jsonl_rows(root: Path) -> list[dict]:
+    path = root / "episodes.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def _same_file(path: Path, row: dict) -> bool:
-    return path.is_file() and path.stat().st_size == row["video_size"]
+def video_in_place(root: Path, row: dict) -> bool:
+    path = root / row["video"]
+    return path.is_file() and path.stat().st_size == row["video_size"] and sha256_file(path) == row["video_sha256"]
 
 
 def archive_problems(root: Path, row: dict) -> list[str]:
@@ -151,11 +114,12 @@ def archive_problems(root: Path, row: dict) -> list[str]:
             for path in sorted(set(listed) | set(found)) if listed.get(path) != found.get(path)]
 
 
-def rows_vs_archives(root: Path, dataset_rows: pl.DataFrame) -> list[str]:
-    """Every published row has its archive with the row's sha256, and no archive lacks a row."""
+def rows_vs_archives(root: Path) -> list[str]:
+    """Every row of episodes.jsonl has its archive and manifest with the row's sha256, and no
+    archive lacks a row."""
     problems = []
     listed = {}
-    for row in dataset_rows.select("id", "archive", "archive_sha256").iter_rows(named=True):
+    for row in _jsonl_rows(root):
         if row["archive"] is None:
             problems.append(f"{row['id']}: row has no archive")
             continue

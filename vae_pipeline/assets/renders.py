@@ -14,7 +14,7 @@ from PIL import Image
 from vae_pipeline.assets.meta import rubric_file
 from vae_pipeline.domain.contact_sheet import contact_sheet
 from vae_pipeline.domain.episode_files import read_episode_files
-from vae_pipeline.domain.files import write_atomic
+from vae_pipeline.domain.files import sha256_file, write_atomic
 from vae_pipeline.domain.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.rubric import load_rubric
 from vae_pipeline.domain.sampler import sample_times, save_frames
@@ -29,7 +29,7 @@ RENDERS_SCHEMA = {
     "id": pl.String, "video_ok": pl.Boolean, "video_duration_s": pl.Float64, "fps": pl.Float64,
     "width": pl.Int64, "height": pl.Int64, "video_aspect": pl.String, "black_ranges": RANGES,
     "freeze_ranges": RANGES, "still": pl.Boolean, "loop_seam": pl.Float64, "video_error": pl.String,
-    "judge_frames": JUDGE_FRAMES, "video_size": pl.Int64, "staged_video": pl.String,
+    "judge_frames": JUDGE_FRAMES, "video_size": pl.Int64, "video_sha256": pl.String, "staged_video": pl.String,
     "contact_sheet": pl.String,
 }  # fmt: skip
 CONTACT_SHEETS_SHOWN = 3
@@ -111,7 +111,8 @@ def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
             "freeze_ranges": facts["freeze_ranges"], "still": facts["still"], "loop_seam": facts["loop_seam"],
             "video_error": facts["error"],
             "judge_frames": [{"t_s": t, "reason": reason} for t, reason, _ in analysis.frames] or None,
-            "video_size": staged.stat().st_size, "staged_video": staged.relative_to(warehouse.root).as_posix(),
+            "video_size": staged.stat().st_size, "video_sha256": sha256_file(staged),
+            "staged_video": staged.relative_to(warehouse.root).as_posix(),
             "contact_sheet": sheet.relative_to(warehouse.root).as_posix() if sheet else None,
         })
     frame = pl.DataFrame(rows, schema=RENDERS_SCHEMA)

@@ -53,13 +53,18 @@ class BriefValidator:
         if error is None:
             return
         field = ".".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise BadInput(file, f"field '{field}' is invalid ({error.validator}: {_short(error.message)})",
+        if error.validator == "required":
+            missing = [key for key in error.validator_value if key not in error.instance]
+            raise BadInput(file, f"required field '{missing[0]}' is missing"
+                           + (f" from '{field}'" if error.absolute_path else ""))
+        # the schema's words, never the value's: a value may hold a secret or a home path
+        raise BadInput(file, f"field '{field}' is invalid ({error.validator}: {_short(error.validator_value)})",
                        line=_line_of_key(text, error.absolute_path))
 
 
-def _short(message: str, limit: int = 80) -> str:
-    """A schema message shortened, so a long field value is never echoed in full."""
-    return message if len(message) <= limit else message[: limit - 1] + "…"
+def _short(expected: object, limit: int = 80) -> str:
+    text = expected if isinstance(expected, str) else json.dumps(expected)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _line_of_key(text: str, path) -> int | None:

@@ -1,0 +1,91 @@
+"""The blocking checks: one per reason the contract gives for refusing to publish.
+
+They are asset checks of their own (not part of an asset's step), so the `publish` job can run
+them against the current files without rebuilding anything, and a failure stops `hub_release`
+in the same run. Each description names the episodes and files concerned and the way out.
+"""
+
+import dagster as dg
+import polars as pl
+
+from vae_pipeline.assets.dataset import WITHHELD, dataset_rows, read_withheld
+from vae_pipeline.assets.dataset_episodes import (archive_problems, dataset_episodes, published_rows,
+                                                  rows_vs_archives, video_in_place)
+from vae_pipeline.resources import DatasetFolder, ProjectMeta
+from vae_pipeline.ui import markdown_table
+
+TABLE = {"episode_table": dg.AssetIn("episode_table")}
+
+
+def _listing(problems: list[str], limit: int = 25) -> str:
+    shown = "; ".join(problems[:limit])
+    return shown + (f"; and {len(problems) - limit} more" if len(problems) > limit else "")
+
+
+@dg.asset_check(asset=dataset_rows, additional_ins=TABLE, blocking=True,
+                description="No invalid episode in a published series")
+def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
+    withheld_episodes, withheld_series = read_withheld(project_meta)
+    blocking = episode_table.filter(
+        ~pl.col("valid") & (pl.col("series_status") == "completed")
+        & ~pl.col("id").is_in(sorted(withheld_episodes)) & ~pl.col("series").is_in(sorted(withheld_series))
+    ) if episode_table.height else episode_table
+    problems = [f"{r['series']}/{r['id']}: {r['error_file']}" + (f":{r['error_line']}" if r["error_line"] is not None else "")
+                + f" {r['error_reason']}" for r in blocking.iter_rows(named=True)]
+    return dg.AssetCheckResult(
+        passed=not problems,
+        description="every episode of the published series is valid" if not problems else
+        f"{len(problems)} invalid episode(s) in completed series: {_listing(problems)}. Fix the input, or list the "
+        f"episode or series with a reason in meta/{WITHHELD} to leave it out.",
+        metadata={"invalid": len(problems),
+                  "episodes": markdown_table(blocking, ("series", "id", "error_file", "error_line", "error_reason"))})
+
+
+@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
+                description="No unreviewed scrub finding (e-mail, IP, leftover credential) in a published file")
+def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
+    findings = [f"{r['id']}: {f['file']}:{f['line']} {f['kind']}"
+                for r in published_rows(dataset_folder, episode_table) for f in r["findings"] or [] if not f["allowed"]]
+    return dg.AssetCheckResult(
+        passed=not findings,
+        description="no unreviewed finding" if not findings else
+        f"{len(findings)} finding(s): {_listing(findings)}. Fix the input, list a reviewed finding in "
+        "meta/scrub-allow.jsonl (file, kind and value_sha256 from the manifest's scrub.findings), or withhold "
+        f"the episode in meta/{WITHHELD}.",
+        metadata={"findings": len(findings)})
+
+
+@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
+                description="Every archive and its members have the size and sha256 their manifest lists")
+def files_match_manifests(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
+    problems = [p for row in published_rows(dataset_folder, episode_table)
+                for p in archive_problems(dataset_folder.root, row)]
+    return dg.AssetCheckResult(
+        passed=not problems,
+        description="every archive matches its manifest" if not problems else
+        f"{_listing(problems)}. Rebuild (vae build) to rewrite the files, or withhold the episode.")
+
+
+@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
+                description="Every delivered video is in videos/, byte-identical")
+def delivered_videos_present(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
+    missing = [row["id"] for row in published_rows(dataset_folder, episode_table)
+               if row["video"] and not video_in_place(dataset_folder.root, row)]
+    return dg.AssetCheckResult(
+        passed=not missing,
+        description="every delivered video is in videos/" if not missing else
+        f"missing or different in videos/: {_listing(missing)}. Rebuild, or withhold the episode.")
+
+
+@dg.asset_check(asset=dataset_episodes, blocking=True,
+                description="episodes.jsonl, the archives and the manifests name the same episodes")
+def rows_and_archives_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResult:
+    problems = rows_vs_archives(dataset_folder.root)
+    return dg.AssetCheckResult(
+        passed=not problems,
+        description="rows, archives and manifests agree" if not problems else
+        f"{_listing(problems)}. Rebuild (vae build) so rows and archives are written together.")
+
+
+PUBLISH_CHECKS = [no_invalid_episodes, no_scrub_findings, files_match_manifests, delivered_videos_present,
+                  rows_and_archives_agree]

@@ -1,0 +1,82 @@
+"""`vae publish` end to end: refused while a blocking check fails, then a dry run and one commit
+to the Hub stand-in, through the real huggingface_hub client."""
+
+import json
+from pathlib import Path
+
+import huggingface_hub.constants
+import pytest
+
+from vae_pipeline.cli import build, main
+from vae_pipeline_tests.conftest import copy_runs
+from vae_pipeline_tests.hub_standin import HubStandin
+
+TOKEN = "hf_standinPublishFlowToken0123456789"  # not a real token
+REPO = "vae-lab/agent-episodes"
+
+
+@pytest.fixture
+def hub(monkeypatch, tmp_path):
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_TOKEN_PATH", str(tmp_path / "no-stored-token"))
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    with HubStandin(TOKEN) as standin:
+        monkeypatch.setenv("VAE_HUB_ENDPOINT", standin.endpoint)
+        yield standin
+        assert standin.violations == []
+
+
+def _publish(capsys, dataset: Path, *extra: str) -> tuple[int, str]:
+    code = main(["publish", "--dataset", str(dataset), "--repo", REPO, *extra])
+    captured = capsys.readouterr()
+    assert TOKEN not in captured.out + captured.err
+    return code, captured.out
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample_runs, pipeline_env, tmp_path,
+                                                                          hub, capsys):
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    dataset = pipeline_env["dataset"]
+    summary = build(runs, dataset)
+    invalid = [i for i in summary["invalid_episodes"] if sample_runs.series[i["series"]] == "completed"]
+    assert invalid
+
+    code, out = _publish(capsys, dataset)
+    assert code == 1 and "publishing refused" in out
+    assert "dataset_rows.no_invalid_episodes" in out and all(i["episode"] in out for i in invalid)
+    assert "dataset_episodes.no_scrub_findings" in out and "scrub-allow.jsonl" in out
+    assert hub.routes() == [], "a refused publish must not talk to the Hub"
+
+    # the operator's ways out: withhold the invalid episodes, accept the reviewed findings
+    _write_jsonl(pipeline_env["meta"] / "withheld.jsonl",
+                 [{"episode": i["episode"], "reason": "planted bad input"} for i in invalid])
+    findings = [f for manifest in dataset.glob("episodes/*/*.json")
+                for f in json.loads(manifest.read_text())["scrub"]["findings"]]
+    assert findings and all(set(f) >= {"file", "line", "kind", "value_sha256"} for f in findings)
+    _write_jsonl(pipeline_env["meta"] / "scrub-allow.jsonl",
+                 [{"file": f["file"], "kind": f["kind"], "sha256": f["value_sha256"]} for f in findings])
+    rebuilt = build(runs, dataset)
+    assert "bundles" in rebuilt["materialized"] and "episodes" not in rebuilt["materialized"]
+    assert all(c["passed"] for c in rebuilt["checks"] if c["check"] in ("no_invalid_episodes", "no_scrub_findings"))
+
+    code, out = _publish(capsys, dataset)
+    assert code == 0 and "dry run: nothing was sent" in out, out
+    local = {p.relative_to(dataset).as_posix(): p.read_bytes() for p in dataset.rglob("*") if p.is_file()}
+    assert all(path in out for path in local)
+    assert "left out:" in out and "running" in out
+    assert not hub.exists(REPO)
+    assert {r.method for r in hub.requests} <= {"GET"}
+
+    code, out = _publish(capsys, dataset, "--yes")
+    assert code == 0 and "published:" in out
+    assert len(hub.recorded("commit")) == 1
+    remote = hub.files(REPO)
+    assert {k: v for k, v in remote.items() if k != ".gitattributes"} == local
+
+    commits_before = len(hub.recorded("commit"))
+    code, out = _publish(capsys, dataset, "--yes")
+    assert code == 0 and len(hub.recorded("commit")) == commits_before

@@ -9,7 +9,7 @@ import dagster as dg
 
 from vae_pipeline.assets import ASSETS, PUBLISH_CHECKS
 from vae_pipeline.assets.hub_release import hub_release
-from vae_pipeline.jobs import publish_job, refresh_job
+from vae_pipeline.jobs import publish_job, refresh_job, rehost_job
 from vae_pipeline.io_manager import ParquetTableIOManager
 from vae_pipeline.resources import DatasetFolder, HubRepo, ProjectMeta, RunsRoot, ScrubSettings, Warehouse
 from vae_pipeline.schedules import nightly_refresh
@@ -43,7 +43,7 @@ def resources_from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
 defs = dg.Definitions(
     assets=[*ASSETS, hub_release],
     asset_checks=PUBLISH_CHECKS,
-    jobs=[refresh_job, publish_job],
+    jobs=[refresh_job, rehost_job, publish_job],
     sensors=[new_series_sensor, refresh_followup_sensor, refresh_after_check_failure_sensor],
     schedules=[nightly_refresh],
     # settings come from the environment when a run starts (EnvVar), never at import

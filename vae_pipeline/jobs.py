@@ -15,3 +15,11 @@ publish_job = dg.define_asset_job(
     | dg.AssetSelection.checks_for_assets("dataset_rows", "dataset_episodes"),
     description="Run the blocking checks and publish the dataset folder to the Hub in one commit.",
 )
+
+# Labels and everything downstream of them (not the release), for a backfill over every series
+# after a rubric or gate change: nothing upstream of labels is recomputed.
+rehost_job = dg.define_asset_job(
+    "rehost",
+    selection=dg.AssetSelection.assets("labels").downstream() - dg.AssetSelection.assets("hub_release"),
+    description="Recompute every label from the stored answers (backfill over all series).",
+)

@@ -17,19 +17,37 @@ def sample_runs(tmp_path_factory) -> SampleRun:
     return generate(tmp_path_factory.mktemp("runs"), META, series=3, episodes=6, seed=11)
 
 
-@pytest.fixture
-def pipeline_env(tmp_path, monkeypatch) -> dict[str, Path]:
-    """Every setting pointing into tmp_path: pipeline home, Dagster instance, dataset, meta copy."""
-    meta = tmp_path / "meta"
+def isolate(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Every setting pointing into `root`: pipeline home, Dagster instance, dataset, meta copy."""
+    meta = root / "meta"
     shutil.copytree(META, meta)
-    paths = {"home": tmp_path / "home", "dataset": tmp_path / "dataset", "meta": meta}
+    paths = {"home": root / "home", "dataset": root / "dataset", "meta": meta}
     monkeypatch.setenv("VAE_HOME", str(paths["home"]))
     monkeypatch.setenv("DAGSTER_HOME", str(paths["home"] / "dagster"))
     monkeypatch.setenv("VAE_META_DIR", str(meta))
     monkeypatch.setenv("VAE_DATASET_DIR", str(paths["dataset"]))
     monkeypatch.setenv("VAE_RUBRIC_VERSION", "latest")
-    monkeypatch.setenv("VAE_RUNS_ROOT", str(tmp_path / "unset"))
+    monkeypatch.setenv("VAE_RUNS_ROOT", str(root / "unset"))
     return paths
+
+
+@pytest.fixture
+def pipeline_env(tmp_path, monkeypatch) -> dict[str, Path]:
+    return isolate(tmp_path, monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def built_once(sample_runs, tmp_path_factory):
+    """One `vae build` of the sample runs, shared by a module's read-only tests."""
+    from vae_pipeline.cli import build
+
+    root = tmp_path_factory.mktemp("built")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        paths = isolate(root, monkeypatch)
+        runs = copy_runs(sample_runs, root / "runs")
+        before = {p.relative_to(runs).as_posix(): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in runs.rglob("*")}
+        summary = build(runs, paths["dataset"])
+        yield {**paths, "runs": runs, "runs_before": before, "summary": summary}
 
 
 def copy_runs(sample: SampleRun, dest: Path) -> Path:

@@ -35,15 +35,15 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
 
 @pytest.fixture
 def built(sample_runs, pipeline_env, tmp_path):
+    """A private build, for tests that change the runs or rebuild."""
     runs = copy_runs(sample_runs, tmp_path / "runs")
     before = snapshot(runs)
     summary = build(runs, pipeline_env["dataset"])
     return runs, before, summary
 
 
-def test_rows_are_exactly_the_valid_episodes_of_completed_series(built, sample_runs, pipeline_env):
-    runs, before, summary = built
-    dataset = pipeline_env["dataset"]
+def test_rows_are_exactly_the_valid_episodes_of_completed_series(built_once, sample_runs):
+    runs, before, dataset = built_once["runs"], built_once["runs_before"], built_once["dataset"]
     rows = [json.loads(line) for line in (dataset / "episodes.jsonl").read_text().splitlines()]
     expected = sorted(p.episode_id for p in sample_runs.episodes
                       if p.bad is None and sample_runs.series[p.series] == "completed")
@@ -60,8 +60,8 @@ def test_rows_are_exactly_the_valid_episodes_of_completed_series(built, sample_r
     assert snapshot(runs) == before, "the runs root was modified"
 
 
-def test_every_bad_episode_is_reported_with_file_and_reason(built, sample_runs):
-    _, _, summary = built
+def test_every_bad_episode_is_reported_with_file_and_reason(built_once, sample_runs):
+    summary = built_once["summary"]
     reported = {(i["series"], i["episode"]): i for i in summary["invalid_episodes"]}
     planted = [p for p in sample_runs.episodes if p.bad]
     assert len(reported) == len(planted)
@@ -77,9 +77,9 @@ def test_every_bad_episode_is_reported_with_file_and_reason(built, sample_runs):
     assert check["passed"] is False and all(p.episode_id in check["description"] for p in planted)
 
 
-def test_readme_stats_table_follows_the_contract(built, pipeline_env):
-    readme = (pipeline_env["dataset"] / "README.md").read_text()
-    rows = [json.loads(line) for line in (pipeline_env["dataset"] / "episodes.jsonl").read_text().splitlines()]
+def test_readme_stats_table_follows_the_contract(built_once):
+    readme = (built_once["dataset"] / "README.md").read_text()
+    rows = [json.loads(line) for line in (built_once["dataset"] / "episodes.jsonl").read_text().splitlines()]
     assert "path: data/episodes.parquet" in readme and "split: train" in readme
     table = re.search(r"\| \| \|\n\|---\|---\|\n((?:\|.*\|\n)+)", readme).group(1).splitlines()
     names = [line.split(" | ")[0].lstrip("| ") for line in table]

@@ -29,7 +29,8 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vae_pipeline.domain.bundle import ZSTD_LEVEL, ZSTD_WINDOW_LOG, build_bundle, write_atomic  # noqa: E402
+from vae_pipeline.domain.bundle import ZSTD_LEVEL, ZSTD_WINDOW_LOG, build_bundle  # noqa: E402
+from vae_pipeline.domain.files import write_atomic  # noqa: E402
 from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, scrub_text  # noqa: E402
 from vae_pipeline.sample.planted import PLANTED_KIND, planted_text, planted_values  # noqa: E402
 

@@ -12,11 +12,21 @@ import sys
 import time
 import warnings
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
 
-
+from vae_pipeline.definitions import defs, resources_from_environ
+from vae_pipeline.refresh import (
+    REFRESH_TAG,
+    failed_only_on_checks,
+    next_runs,
+    stale,
+    sync_series,
+)
+from vae_pipeline.sample.generator import generate
 from vae_pipeline.settings import PROJECT_ROOT, apply_defaults
 
 
@@ -32,8 +42,6 @@ def _say(message: str) -> None:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from vae_pipeline.sample.generator import generate
-
     started = time.monotonic()
     env = apply_defaults()
     run = generate(Path(args.out), Path(env["VAE_META_DIR"]), series=args.series,
@@ -46,26 +54,34 @@ def cmd_sample(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- vae build
 
 
-def _configure(runs: Path, out: Path, rubric_version: str | None) -> dict[str, str]:
+@contextmanager
+def settings(**values: str | None) -> Iterator[dict[str, str]]:
+    """The environment with `values` set (None: left as it is) and the defaults filled in,
+    restored afterwards, so one command's settings never leak into the next in a process."""
+    saved = dict(os.environ)
+    try:
+        os.environ.update({name: value for name, value in values.items() if value is not None})
+        yield dict(apply_defaults(os.environ))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _paths(runs: Path, out: Path) -> dict[str, str]:
     if not runs.is_dir():
         raise CliError(f"runs root {runs} is not a folder")
-    env = os.environ
-    env["VAE_RUNS_ROOT"] = str(runs.resolve())
-    env["VAE_DATASET_DIR"] = str(out.resolve())
-    if rubric_version:
-        env["VAE_RUBRIC_VERSION"] = rubric_version
-    apply_defaults(env)
     out.mkdir(parents=True, exist_ok=True)
-    return dict(env)
+    return {"VAE_RUNS_ROOT": str(runs.resolve()), "VAE_DATASET_DIR": str(out.resolve())}
 
 
 def build(runs: Path, out: Path, *, rubric_version: str | None = None, max_rounds: int = 20,
           log_level: str = "CRITICAL") -> dict:
     """Materialize every stale or missing asset, stage by stage, on the persistent instance."""
-    from vae_pipeline.definitions import defs, resources_from_environ
-    from vae_pipeline.refresh import REFRESH_TAG, failed_only_on_checks, next_runs, stale, sync_series
+    with settings(**_paths(runs, out), VAE_RUBRIC_VERSION=rubric_version) as env:
+        return _build(env, max_rounds, log_level)
 
-    env = _configure(runs, out, rubric_version)
+
+def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
     resources = resources_from_environ(env)
     runs_root, project_meta = resources["runs_root"], resources["project_meta"]
     instance = dg.DagsterInstance.get()
@@ -81,7 +97,8 @@ def build(runs: Path, out: Path, *, rubric_version: str | None = None, max_round
     failed: list[dict] = []
     failed_keys: set[tuple[dg.AssetKey, str | None]] = set()
     for round_number in range(1, max_rounds + 1):
-        items = [i for i in stale(instance, runs_root, project_meta, resources["scrub_settings"]) if (i.key, i.partition) not in failed_keys]
+        items = [i for i in stale(instance, runs_root, project_meta, resources["scrub_settings"])
+                 if (i.key, i.partition) not in failed_keys]
         runs = next_runs(items)
         if not runs:
             break
@@ -183,7 +200,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    _configure(Path(args.runs), Path(args.out), args.rubric_version)
+    os.environ.update(_paths(Path(args.runs), Path(args.out)))  # for the process exec'd below
+    if args.rubric_version:
+        os.environ["VAE_RUBRIC_VERSION"] = args.rubric_version
+    apply_defaults()
     workspace = PROJECT_ROOT / "workspace.yaml"
     command = ["dagster", "dev", "-w", str(workspace), "--port", str(args.port)]
     _say(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} {' '.join(command)}")
@@ -197,20 +217,15 @@ def cmd_ui(args: argparse.Namespace) -> int:
 def publish(dataset: Path, repo: str, *, yes: bool = False, pr: bool = False,
             log_level: str = "CRITICAL") -> tuple[bool, str]:
     """Run the `publish` job (blocking checks, then hub_release); (published or planned, text)."""
-    from vae_pipeline.definitions import defs
-
     if not dataset.is_dir():
         raise CliError(f"dataset folder {dataset} does not exist; run `vae build` first")
-    env = os.environ
-    env["VAE_DATASET_DIR"] = str(dataset.resolve())
-    env["VAE_HUB_REPO"] = repo
-    env.setdefault("VAE_RUNS_ROOT", str(dataset.resolve()))  # not read by the publish job
-    apply_defaults(env)
-    config = {"dry_run": not yes, "create_pr": pr}
-    result = defs.resolve_job_def("publish").execute_in_process(
-        instance=dg.DagsterInstance.get(), raise_on_error=False,
-        run_config={"ops": {"hub_release": {"config": config}},
-                    "loggers": {"console": {"config": {"log_level": log_level}}}})
+    # the publish job reads no runs, but every resource needs its setting
+    runs = os.environ.get("VAE_RUNS_ROOT", str(dataset.resolve()))
+    with settings(VAE_DATASET_DIR=str(dataset.resolve()), VAE_HUB_REPO=repo, VAE_RUNS_ROOT=runs):
+        result = defs.resolve_job_def("publish").execute_in_process(
+            instance=dg.DagsterInstance.get(), raise_on_error=False,
+            run_config={"ops": {"hub_release": {"config": {"dry_run": not yes, "create_pr": pr}}},
+                        "loggers": {"console": {"config": {"log_level": log_level}}}})
     for event in result.get_asset_materialization_events():
         metadata = event.step_materialization_data.materialization.metadata
         text = metadata["plan"].value.strip("`\n")
@@ -273,6 +288,7 @@ def parser() -> argparse.ArgumentParser:
     ui.add_argument("--rubric-version")
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=cmd_ui)
+
     pub = sub.add_parser("publish", help="check, then publish the dataset folder to the Hub (dry run by default)")
     pub.add_argument("--dataset", required=True, type=Path)
     pub.add_argument("--repo", required=True, help="ORG/NAME of the dataset repository")

@@ -12,15 +12,22 @@ from dataclasses import dataclass
 import dagster as dg
 
 from vae_pipeline.assets import ASSETS
-from vae_pipeline.assets.bundles import bundles, bundles_source
+from vae_pipeline.assets.bundles import bundles
 from vae_pipeline.assets.dataset import dataset_rows, withheld_source
 from vae_pipeline.assets.episodes import episodes, episodes_source
-from vae_pipeline.assets.meta import (brief_bank, brief_bank_source, dataset_meta, dataset_meta_source,
-                                      rubric, rubric_source)
+from vae_pipeline.assets.meta import (
+    brief_bank,
+    brief_bank_source,
+    dataset_meta,
+    dataset_meta_source,
+    rubric,
+    rubric_source,
+)
 from vae_pipeline.domain.series import Skipped, discover_series
 from vae_pipeline.freshness import SourceVersions, StaleItem, stale_items
 from vae_pipeline.partitions import SERIES
 from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings
+from vae_pipeline.scrubbing import scrub_source
 
 REFRESH_TAG = "vae/refresh"
 
@@ -32,8 +39,8 @@ def asset_specs() -> list[dg.AssetSpec]:
 def source_versions(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings) -> SourceVersions:
     """The current version of the files (and settings) each file-reading asset reads."""
     return {
-        bundles.key: lambda _: bundles_source(project_meta, scrub_settings),
-        episodes.key: lambda series: episodes_source(runs_root, project_meta, series),
+        bundles.key: lambda _: scrub_source(project_meta, scrub_settings),
+        episodes.key: lambda series: episodes_source(runs_root, project_meta, scrub_settings, series),
         brief_bank.key: lambda _: brief_bank_source(project_meta),
         rubric.key: lambda _: rubric_source(project_meta),
         dataset_meta.key: lambda _: dataset_meta_source(project_meta),

@@ -5,7 +5,13 @@ import dagster as dg
 
 from vae_pipeline.jobs import refresh_job
 from vae_pipeline.partitions import SERIES
-from vae_pipeline.refresh import REFRESH_TAG, failed_only_on_checks, run_requests, series_changes, stale
+from vae_pipeline.refresh import (
+    REFRESH_TAG,
+    failed_only_on_checks,
+    run_requests,
+    series_changes,
+    stale,
+)
 from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from vae_pipeline.domain.rubric import Condition, RubricError, load_rubric, rubric_in_force
+from vae_pipeline.domain.rubric import (
+    Condition,
+    RubricError,
+    load_rubric,
+    rubric_in_force,
+)
 
 META = Path(__file__).resolve().parents[1] / "meta"
 V12 = META / "rubric-v1.2.json"

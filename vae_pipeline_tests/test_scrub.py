@@ -125,7 +125,7 @@ def test_findings_name_input_lines_once_per_line_and_kind_and_never_the_value() 
         [
             "intro",
             values["pem_private_key"],  # several lines, replaced: later lines keep their numbers
-            f"mail a@x-mail.com and b@y-mail.com and 52.1.2.3",
+            "mail a@x-mail.com and b@y-mail.com and 52.1.2.3",
             "plain",
         ]
     )

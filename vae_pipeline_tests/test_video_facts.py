@@ -13,7 +13,12 @@ import pytest
 
 from vae_pipeline.domain import video_facts
 from vae_pipeline.domain.sampler import sample_times
-from vae_pipeline.domain.video_facts import analyse_many, analyse_video, aspect_label, iter_analyses
+from vae_pipeline.domain.video_facts import (
+    analyse_many,
+    analyse_video,
+    aspect_label,
+    iter_analyses,
+)
 from vae_pipeline.sample.video import write_video
 
 FPS = 30

@@ -2,8 +2,8 @@
 
 from vae_pipeline.assets.bundles import bundles
 from vae_pipeline.assets.dataset import dataset_rows, episode_table
-from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.dataset_card import dataset_card
+from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.episodes import episodes
 from vae_pipeline.assets.labels import labels
 from vae_pipeline.assets.meta import brief_bank, dataset_meta, rubric
@@ -13,3 +13,5 @@ from vae_pipeline.assets.verdicts import verdicts
 
 ASSETS = [brief_bank, rubric, dataset_meta, episodes, renders, verdicts, labels, bundles, episode_table,
           dataset_rows, dataset_episodes, dataset_card]
+
+__all__ = ["ASSETS", "PUBLISH_CHECKS"]

@@ -9,14 +9,14 @@ from vae_pipeline.assets.renders import episode_entry
 from vae_pipeline.domain.bundle import build_bundle
 from vae_pipeline.domain.episode_files import read_episode_files
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.files import files_version, write_atomic
-from vae_pipeline.domain.scrub import ScrubConfig, load_allow_list
-from vae_pipeline.freshness import content_version, frame_version, record_metadata
+from vae_pipeline.domain.files import write_atomic
+from vae_pipeline.domain.scrub import ScrubConfig
+from vae_pipeline.freshness import frame_version, record_metadata
 from vae_pipeline.partitions import series_partitions
 from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings, Warehouse
+from vae_pipeline.scrubbing import scrub_config, scrub_source
 from vae_pipeline.ui import markdown_table
 
-ALLOW_LIST = "scrub-allow.jsonl"
 FINDING = pl.Struct({"file": pl.String, "line": pl.Int64, "kind": pl.String, "value_sha256": pl.String,
                      "allowed": pl.Boolean})
 BUNDLES_SCHEMA = {
@@ -24,17 +24,6 @@ BUNDLES_SCHEMA = {
     "archive_size": pl.Int64, "staged_archive": pl.String, "redacted_keys": pl.Int64,
     "findings": pl.List(FINDING), "blocking_findings": pl.Int64, "bundle_parts": pl.String,
 }  # fmt: skip
-
-
-def scrub_config(project_meta: ProjectMeta, settings: ScrubSettings) -> ScrubConfig:
-    return ScrubConfig(hostname=settings.harness_hostname or None, username=settings.harness_user or None,
-                       allow=load_allow_list(project_meta.root / ALLOW_LIST))
-
-
-def bundles_source(project_meta: ProjectMeta, settings: ScrubSettings) -> str:
-    """What the scrub was told (hashed: never the names themselves) and the reviewed findings."""
-    return content_version(settings.harness_hostname, settings.harness_user,
-                           files_version([project_meta.root / ALLOW_LIST]))
 
 
 def bundle_episode(runs_root: RunsRoot, warehouse: Warehouse, row: dict, config: ScrubConfig) -> dict:
@@ -64,7 +53,7 @@ def bundle_episode(runs_root: RunsRoot, warehouse: Warehouse, row: dict, config:
 def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
             warehouse: Warehouse, scrub_settings: ScrubSettings, episodes: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """The scrubbed, slimmed, byte-reproducible archive of every valid episode, and its manifest parts."""
-    config = scrub_config(project_meta, scrub_settings)
+    config = scrub_config(scrub_settings, project_meta)
     valid = episodes.filter(pl.col("valid")).to_dicts()
     rows = []
     for number, row in enumerate(valid, start=1):
@@ -81,5 +70,5 @@ def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
         "findings": markdown_table(findings, ("id", "file", "line", "kind", "allowed")),
         "preview": markdown_table(frame, ("id", "archive", "archive_size", "redacted_keys", "blocking_findings",
                                           "bundle_error")),
-        **record_metadata(context, bundles_source(project_meta, scrub_settings)),
+        **record_metadata(context, scrub_source(project_meta, scrub_settings)),
     })

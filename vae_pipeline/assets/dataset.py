@@ -7,7 +7,7 @@ import dagster as dg
 import polars as pl
 
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.files import files_version, write_atomic
+from vae_pipeline.domain.files import files_version, write_if_changed
 from vae_pipeline.domain.rows import dataset_frame, load_withheld, publishable
 from vae_pipeline.freshness import frame_version, record_metadata
 from vae_pipeline.resources import DatasetFolder, ProjectMeta, Warehouse
@@ -86,12 +86,6 @@ def parquet_bytes(frame: pl.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
-def _write_if_changed(path, data: bytes) -> bool:
-    if path.exists() and path.read_bytes() == data:
-        return False
-    write_atomic(path, data)
-    return True
-
 
 def read_withheld(project_meta: ProjectMeta) -> tuple[set[str], set[str]]:
     try:
@@ -109,8 +103,8 @@ def dataset_rows(context: dg.AssetExecutionContext, project_meta: ProjectMeta,
     published = publishable(episode_table, withheld_episodes, withheld_series) if episode_table.height \
         else episode_table
     rows = dataset_frame(published)
-    _write_if_changed(dataset_folder.root / "episodes.jsonl", jsonl_bytes(rows))
-    _write_if_changed(dataset_folder.root / "data" / "episodes.parquet", parquet_bytes(rows))
+    write_if_changed(dataset_folder.root / "episodes.jsonl", jsonl_bytes(rows))
+    write_if_changed(dataset_folder.root / "data" / "episodes.parquet", parquet_bytes(rows))
     return dg.Output(rows, data_version=frame_version(rows), metadata={
         "rows": rows.height,
         "series": dg.MetadataValue.json(sorted(set(rows["series"].to_list()))),

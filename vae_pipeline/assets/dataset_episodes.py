@@ -4,7 +4,6 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import tarfile
 from pathlib import Path
 
@@ -12,31 +11,18 @@ import dagster as dg
 import polars as pl
 import zstandard
 
-from vae_pipeline.domain.files import sha256_file, write_atomic
+from vae_pipeline.domain.files import link_or_copy, sha256_file, write_if_changed
 from vae_pipeline.domain.manifest import manifest_bytes
 from vae_pipeline.freshness import content_version, record_metadata
 from vae_pipeline.resources import DatasetFolder, Warehouse
 
+
 def place(source: Path, target: Path) -> bool:
-    """Make `target` hold `source`'s bytes (a hard link when possible); False when it already does."""
+    """Make `target` hold `source`'s bytes; False when it already does."""
     if target.exists() and (os.path.samefile(source, target) or
                             (target.stat().st_size == source.stat().st_size and sha256_file(target) == sha256_file(source))):
         return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(source, tmp)
-    except OSError:
-        shutil.copyfile(source, tmp)
-    os.replace(tmp, target)
-    return True
-
-
-def _write_if_changed(path: Path, data: bytes) -> bool:
-    if path.exists() and path.read_bytes() == data:
-        return False
-    write_atomic(path, data)
+    link_or_copy(source, target)
     return True
 
 
@@ -66,7 +52,7 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
         archive = root / row["archive"]
         written += place(warehouse.root / row["staged_archive"], archive)
         manifest = archive.with_name(f"{row['id']}.json")
-        written += _write_if_changed(manifest, manifest_bytes(row, json.loads(row["bundle_parts"])))
+        written += write_if_changed(manifest, manifest_bytes(row, json.loads(row["bundle_parts"])))
         keep |= {archive, manifest}
     removed = _remove_unlisted(root / "videos", keep) + _remove_unlisted(root / "episodes", keep)
     version = content_version(sorted(str(p.relative_to(root)) for p in keep),

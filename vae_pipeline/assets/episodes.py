@@ -7,10 +7,15 @@ import polars as pl
 from vae_pipeline.domain.episode import BriefValidator, parse_episode
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
-from vae_pipeline.domain.series import episode_entries, read_series_json, series_fingerprint
+from vae_pipeline.domain.series import (
+    episode_entries,
+    read_series_json,
+    series_fingerprint,
+)
 from vae_pipeline.freshness import content_version, frame_version, record_metadata
 from vae_pipeline.partitions import series_partitions
-from vae_pipeline.resources import ProjectMeta, RunsRoot
+from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings
+from vae_pipeline.scrubbing import replacements_source, scrub_config
 from vae_pipeline.ui import markdown_table
 
 EPISODES_SCHEMA = {
@@ -31,7 +36,8 @@ PREVIEW = ("id", "valid", "error_file", "error_line", "error_reason", "family", 
            "tool_calls", "renders", "delivered", "judged")
 
 
-def parse_series(runs_root: RunsRoot, project_meta: ProjectMeta, series_id: str) -> tuple[pl.DataFrame, str]:
+def parse_series(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings,
+                 series_id: str) -> tuple[pl.DataFrame, str]:
     """Every episode row of one series, and the version of the files read."""
     series_dir = runs_root.series_dir(series_id)
     try:
@@ -42,8 +48,9 @@ def parse_series(runs_root: RunsRoot, project_meta: ProjectMeta, series_id: str)
     briefs = BriefValidator.from_file(schema_path)
     entries, _ = episode_entries(series_dir)
     rows, seen = [], set()
+    scrub = scrub_config(scrub_settings)
     for entry in entries:
-        row = parse_episode(series_id, entry, briefs, size_limit=runs_root.max_unpacked_bytes)
+        row = parse_episode(series_id, entry, briefs, scrub=scrub, size_limit=runs_root.max_unpacked_bytes)
         if row["valid"] and row["id"] in seen:
             row.update(valid=False, error_file=entry.name, error_line=None,
                        error_reason="duplicate episode id (a folder and an archive of the same run?)")
@@ -51,21 +58,23 @@ def parse_series(runs_root: RunsRoot, project_meta: ProjectMeta, series_id: str)
         row["series_status"] = info["status"]
         rows.append(row)
     frame = pl.DataFrame(rows, schema=EPISODES_SCHEMA)
-    return frame.sort("id"), episodes_source(runs_root, project_meta, series_id)
+    return frame.sort("id"), episodes_source(runs_root, project_meta, scrub_settings, series_id)
 
 
-def episodes_source(runs_root: RunsRoot, project_meta: ProjectMeta, series_id: str) -> str:
-    """The version of what `episodes` reads: the series' files and the brief schema."""
+def episodes_source(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings,
+                    series_id: str) -> str:
+    """The version of what `episodes` reads: the series' files, the brief schema, the scrub's settings."""
     return content_version(series_fingerprint(runs_root.series_dir(series_id)),
-                           files_version([project_meta.root / "brief.schema.json"]))
+                           files_version([project_meta.root / "brief.schema.json"]),
+                           replacements_source(scrub_settings))
 
 
 @dg.asset(partitions_def=series_partitions, code_version="episodes-1", group_name="series",
           kinds={"polars", "parquet"})
-def episodes(context: dg.AssetExecutionContext, runs_root: RunsRoot,
-             project_meta: ProjectMeta) -> dg.Output[pl.DataFrame]:
+def episodes(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
+             scrub_settings: ScrubSettings) -> dg.Output[pl.DataFrame]:
     """Every episode of the series — run folder or archive — parsed, counted and validated."""
-    frame, source = parse_series(runs_root, project_meta, context.partition_key)
+    frame, source = parse_series(runs_root, project_meta, scrub_settings, context.partition_key)
     invalid = frame.filter(~pl.col("valid"))
     for row in invalid.iter_rows(named=True):
         where = row["error_file"] + (f":{row['error_line']}" if row["error_line"] is not None else "")

@@ -13,7 +13,13 @@ from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.meta import dataset_meta
 from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS
-from vae_pipeline.domain.publish import PublishError, execute_plan, format_plan, hub_api, plan_publish
+from vae_pipeline.domain.publish import (
+    PublishError,
+    execute_plan,
+    format_plan,
+    hub_api,
+    plan_publish,
+)
 from vae_pipeline.resources import DatasetFolder, HubRepo, ProjectMeta
 
 

@@ -11,7 +11,12 @@ import polars as pl
 from vae_pipeline.domain.episode import BriefValidator, load_json
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version, write_atomic
-from vae_pipeline.domain.rubric import ARCHIVE_DIR, RubricError, load_rubric, rubric_in_force
+from vae_pipeline.domain.rubric import (
+    ARCHIVE_DIR,
+    RubricError,
+    load_rubric,
+    rubric_in_force,
+)
 from vae_pipeline.freshness import content_version, frame_version, record_metadata
 from vae_pipeline.resources import DatasetFolder, ProjectMeta
 from vae_pipeline.ui import markdown_table

@@ -9,8 +9,13 @@ import dagster as dg
 import polars as pl
 
 from vae_pipeline.assets.dataset import WITHHELD, dataset_rows, read_withheld
-from vae_pipeline.assets.dataset_episodes import (archive_problems, dataset_episodes, published_rows,
-                                                  rows_vs_archives, video_in_place)
+from vae_pipeline.assets.dataset_episodes import (
+    archive_problems,
+    dataset_episodes,
+    published_rows,
+    rows_vs_archives,
+    video_in_place,
+)
 from vae_pipeline.resources import DatasetFolder, ProjectMeta
 from vae_pipeline.ui import markdown_table
 

@@ -4,7 +4,6 @@ import base64
 import io
 import json
 import os
-import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -14,7 +13,7 @@ from PIL import Image
 from vae_pipeline.assets.meta import rubric_file
 from vae_pipeline.domain.contact_sheet import contact_sheet
 from vae_pipeline.domain.episode_files import read_episode_files
-from vae_pipeline.domain.files import sha256_file, write_atomic
+from vae_pipeline.domain.files import link_or_copy, sha256_file, write_atomic
 from vae_pipeline.domain.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.rubric import load_rubric
 from vae_pipeline.domain.sampler import sample_times, save_frames
@@ -42,22 +41,14 @@ def episode_entry(runs_root: RunsRoot, row: dict) -> EpisodeEntry:
 
 
 def stage_video(runs_root: RunsRoot, row: dict, staged: Path) -> Path:
-    """Put the episode's out.mp4 at `staged`, byte-identical: a hard link for a run folder (a copy
-    across file systems), the member's bytes for an archive. The runs root is never written."""
+    """Put the episode's out.mp4 at `staged`, byte-identical: a hard link (or copy) for a run
+    folder, the member's bytes for an archive. The runs root is never written."""
     entry = episode_entry(runs_root, row)
-    staged.parent.mkdir(parents=True, exist_ok=True)
-    tmp = staged.with_name(f".{staged.name}.tmp")
-    tmp.unlink(missing_ok=True)
     if entry.is_archive:
         files = read_episode_files(entry, lambda name: name == "out.mp4", size_limit=runs_root.max_unpacked_bytes)
         write_atomic(staged, files.data["out.mp4"])
-        return staged
-    source = entry.path / "out.mp4"
-    try:
-        os.link(source, tmp)
-    except OSError:
-        shutil.copyfile(source, tmp)
-    os.replace(tmp, staged)
+    else:
+        link_or_copy(entry.path / "out.mp4", staged)
     return staged
 
 

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import tarfile
-import tempfile
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import zstandard
 
@@ -171,23 +169,3 @@ def build_bundle(
         },
     )
 
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write through a temp file in the same folder, fsync it, rename: readers never see half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

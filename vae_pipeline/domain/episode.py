@@ -16,6 +16,7 @@ import jsonschema
 from vae_pipeline.domain.episode_files import DEFAULT_SIZE_LIMIT, read_episode_files
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.messages import count_messages, token_columns
+from vae_pipeline.domain.scrub import ScrubConfig, scrub_text
 from vae_pipeline.domain.series import EpisodeEntry, is_episode_id
 
 REQUIRED_FILES = ("brief.json", "result.json", "messages.jsonl")
@@ -118,9 +119,14 @@ def parse_episode(
     entry: EpisodeEntry,
     briefs: BriefValidator,
     *,
+    scrub: ScrubConfig | None = None,
     size_limit: int = DEFAULT_SIZE_LIMIT,
 ) -> dict:
-    """The episode's row (EPISODE_COLUMNS); invalid episodes keep their id, file, line and reason."""
+    """The episode's row (EPISODE_COLUMNS); invalid episodes keep their id, file, line and reason.
+
+    The brief's columns come from the scrubbed brief: the row is published, and the pipeline's
+    own tables must not keep what the scrub removes from the archive.
+    """
     row: dict = dict.fromkeys(EPISODE_COLUMNS)
     row.update(id=entry.episode_id, series=series_id, source=entry.name,
                is_archive=entry.is_archive, valid=False, warnings=[])
@@ -128,7 +134,8 @@ def parse_episode(
         if not is_episode_id(entry.episode_id):
             raise BadInput(entry.name, "folder or archive name is not a valid episode id")
         files = read_episode_files(entry, lambda name: name in REQUIRED_FILES, size_limit=size_limit)
-        row.update(_parse_files(entry.episode_id, files.data, files.sizes, briefs, row["warnings"]))
+        row.update(_parse_files(entry.episode_id, files.data, files.sizes, briefs, row["warnings"],
+                                scrub or ScrubConfig()))
         row["valid"] = True
     except BadInput as exc:
         row.update(error_file=exc.file, error_line=exc.line, error_reason=exc.reason)
@@ -136,13 +143,13 @@ def parse_episode(
 
 
 def _parse_files(episode_id: str, data: dict[str, bytes], sizes: dict[str, int],
-                 briefs: BriefValidator, warnings: list[str]) -> dict:
+                 briefs: BriefValidator, warnings: list[str], scrub: ScrubConfig) -> dict:
     for name in REQUIRED_FILES:
         if name not in data:
             raise BadInput(name, "required file is missing")
     brief_text = data["brief.json"].decode("utf-8", errors="replace")
-    brief = load_json(data["brief.json"], "brief.json")
-    briefs.validate(brief, brief_text)
+    briefs.validate(load_json(data["brief.json"], "brief.json"), brief_text)
+    brief = json.loads(scrub_text(data["brief.json"], "brief.json", scrub).data)
     result = _check_result(load_json(data["result.json"], "result.json"))
     counts = count_messages(data["messages.jsonl"])
 

@@ -4,19 +4,51 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temp name in the same folder, flush to disk, then rename over `path`."""
+    """Write through a temp file in the same folder, fsync it, rename: readers never see half."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def write_if_changed(path: Path, data: bytes) -> bool:
+    """`write_atomic` unless the file already holds `data` (its mtime then stays); True if written."""
+    if path.exists() and path.read_bytes() == data:
+        return False
+    write_atomic(path, data)
+    return True
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """Put `source`'s bytes at `target` — a hard link where the file system allows, else a copy —
+    through a temp name, so `target` is never half there. `source` is only read."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, target)
 
 
 def sha256_file(path: Path) -> str:

@@ -12,8 +12,18 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, RepoFile, get_token
-from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+from huggingface_hub import (
+    CommitOperationAdd,
+    CommitOperationDelete,
+    HfApi,
+    RepoFile,
+    get_token,
+)
+from huggingface_hub.errors import (
+    HfHubHTTPError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 
 REPO_TYPE = "dataset"
 # The Hub keeps this file in every repository (it routes big files to LFS); a dataset folder

@@ -6,12 +6,14 @@ recompute them and check a stored `frames/labels.json`.
 
 from __future__ import annotations
 
+import io
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from PIL import Image
+
+from vae_pipeline.domain.files import write_atomic
 
 # Float slack for "closer than 0.1 s" and for gap ties: 0.3 - 0.2 is 0.0999999..., which the
 # contract means as exactly 0.1 (kept), and two equal gaps must tie.
@@ -61,13 +63,6 @@ def sample_times(duration_s: float, fps: float, brief: dict, *, frames: int = 14
     return [{"t_s": round(t, 3), "reason": r} for t, r in sorted(chosen, key=lambda c: c[0])]
 
 
-def _atomic_write(path: Path, write) -> None:
-    """Write via a temp name in the same folder, then rename: readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
 def save_frames(frames: Sequence[tuple[float, str, Image.Image]], out_dir: Path,
                 quality: int = 90) -> list[dict]:
     """Write `f00.jpg`, `f01.jpg`... and `labels.json` (written last); return the labels.
@@ -80,10 +75,12 @@ def save_frames(frames: Sequence[tuple[float, str, Image.Image]], out_dir: Path,
     for i, (t_s, reason, image) in enumerate(frames):
         name = f"f{i:02d}.jpg"
         rgb = image.convert("RGB")
-        _atomic_write(out_dir / name, lambda p, im=rgb: im.save(p, format="JPEG", quality=quality))
+        encoded = io.BytesIO()
+        rgb.save(encoded, format="JPEG", quality=quality)
+        write_atomic(out_dir / name, encoded.getvalue())
         labels.append({"file": name, "t_s": t_s, "reason": reason})
     text = json.dumps(labels, indent=2) + "\n"
-    _atomic_write(out_dir / "labels.json", lambda p: p.write_text(text, encoding="utf-8"))
+    write_atomic(out_dir / "labels.json", text.encode("utf-8"))
     keep = {label["file"] for label in labels}
     for stale in out_dir.glob("f[0-9][0-9].jpg"):
         if stale.name not in keep:

@@ -1,0 +1,174 @@
+"""Run every benchmark in one process, with modest sizes, and print each one's ratios at the end.
+
+    python benchmarks/run_all.py [--only facts,scrub,parse,rehost] [--full]
+
+  facts   bench_facts.py   video facts vs ffmpeg blackdetect+freezedetect and decode-only
+  scrub   bench_scrub.py   scrub vs detect-secrets; bundle step vs tar + zstd
+  parse   bench_parse.py   the `episodes` stage vs tar --zstd -xf + json.loads
+  rehost  bench_rehost.py  a rehost of every label vs a full build (goal <= 5 %)
+
+The sizes below keep the whole run to a few minutes on a 2-core machine; --full runs each
+benchmark with its own defaults instead. An external tool that is missing (ffmpeg, zstd,
+detect-secrets) skips only the comparison that needs it, with a line saying so; the rest of that
+benchmark still runs. Exit status: 0 when every benchmark ran, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import io
+import re
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+# name -> (module, argv for the modest run, patterns of the lines to repeat in the summary)
+BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
+    "facts": ("bench_facts", ["--repeat", "2"],
+              [r"^all clips: ", r"^analyse_many ", r"^ours only", r"^ffmpeg not found"]),
+    "scrub": ("bench_scrub", ["--mb", "50", "--ds-mb", "2"],
+              [r"^scrub: ", r"^detect-secrets: ", r"planted kinds caught", r"scrub / detect-secrets",
+               r"bundle/tar time ratio", r"^bundle step: ", r"not installed"]),
+    "parse": ("bench_parse", ["--series", "3", "--episodes", "31", "--repeat", "3", "--big-mb", "20"],
+              [r"^input: ", r"^parse( \(big transcripts\))?: ", r"parse ratio", r"naive comparison skipped",
+               r"^  all "]),
+    "rehost": ("bench_rehost", ["--series", "3", "--episodes", "12"],
+               [r"^best of \d+: ", r"rehost ratio", r"^  (full build|rehost to|rehost back|no-op build)",
+                r"^    steps: ", r"^(ok|FAIL): ", r"WARNING failed run"]),
+}
+
+
+class Tee(io.TextIOBase):
+    """Writes to the terminal and keeps a copy, so the summary can quote the ratio lines."""
+
+    def __init__(self, stream):
+        self.stream, self.copy = stream, io.StringIO()
+
+    def write(self, text: str) -> int:
+        self.stream.write(text)
+        self.copy.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def call_main(main: Callable, module_file: str, argv: list[str]) -> int:
+    """main(argv) when it takes argv; else main() with sys.argv set (argparse reads it)."""
+    if inspect.signature(main).parameters:
+        result = main(argv)
+    else:
+        saved = sys.argv
+        sys.argv = [module_file, *argv]
+        try:
+            result = main()
+        finally:
+            sys.argv = saved
+    return result if isinstance(result, int) else 0
+
+
+def _option(argv: list[str], name: str, default: str) -> str:
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
+# ------------------------------------------------------------ fallbacks when a tool is missing
+
+
+def facts_without_ffmpeg(module, argv: list[str]) -> int:
+    """bench_facts needs ffmpeg for everything it compares; time ours alone on the same clips."""
+    from vae_pipeline.sample.video import write_video
+
+    repeat = int(_option(argv, "--repeat", "3"))
+    preset = _option(argv, "--preset", "veryfast")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, spec in module.CLIPS.items():
+            clip = write_video(Path(tmp) / f"{name}.mp4", width=1920, height=1080, fps=module.FPS,
+                               preset=preset, **spec)
+            seconds, _ = module.best_of(repeat, lambda clip=clip: module._facts_only(clip))
+            print(f"ours only: {name} facts in {seconds:.3f} s (best of {repeat}; no ffmpeg to compare with)")
+    return 0
+
+
+def scrub_without_detect_secrets(module, argv: list[str]) -> int:
+    """bench_scrub.main() with the detect-secrets comparison left out."""
+    megabytes = float(_option(argv, "--mb", "100"))
+    level = int(_option(argv, "--level", str(module.ZSTD_LEVEL)))
+    root = Path(tempfile.mkdtemp(prefix="bench-scrub-"))
+    try:
+        folder = root / "episode"
+        values = module.generate_episode(folder, megabytes)
+        module.bench_scrub(folder, values)
+        module.bench_bundle(folder, level)  # skips its tar comparison itself when zstd is missing
+    finally:
+        shutil.rmtree(root)
+    return 0
+
+
+def run_one(name: str, argv: list[str]) -> tuple[int, str]:
+    module_name = BENCHES[name][0]
+    module = importlib.import_module(module_name)
+    tee = Tee(sys.stdout)
+    with contextlib.redirect_stdout(tee):
+        if name == "facts" and shutil.which("ffmpeg") is None:
+            print("ffmpeg not found (apt-get install -y ffmpeg): facts vs ffmpeg comparison skipped")
+            code = facts_without_ffmpeg(module, argv)
+        elif name == "scrub" and importlib.util.find_spec("detect_secrets") is None:
+            print("detect-secrets not installed (pip install -e '.[bench]'): scrub vs detect-secrets "
+                  "comparison skipped")
+            code = scrub_without_detect_secrets(module, argv)
+        else:
+            code = call_main(module.main, module.__file__, argv)
+    return code, tee.copy.getvalue()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset of " + ", ".join(BENCHES))
+    parser.add_argument("--full", action="store_true", help="each benchmark's own default sizes")
+    args = parser.parse_args(argv)
+    chosen = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in chosen if n not in BENCHES]
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
+
+    started = time.perf_counter()
+    outcomes: dict[str, tuple[str, float, str]] = {}
+    for name in chosen:
+        bench_argv = [] if args.full else BENCHES[name][1]
+        print(f"\n======== {name}: {BENCHES[name][0]}.py {' '.join(bench_argv)}", flush=True)
+        start = time.perf_counter()
+        try:
+            code, output = run_one(name, bench_argv)
+            status = "ok" if code == 0 else f"exit {code}"
+        except SystemExit as exc:  # argparse, or a benchmark that exits
+            status, output = f"exit {exc.code}", ""
+        except Exception:  # noqa: BLE001  one benchmark's failure must not stop the others
+            traceback.print_exc()
+            status, output = "error", ""
+        outcomes[name] = (status, time.perf_counter() - start, output)
+        sys.stdout.flush()
+
+    print(f"\n======== summary ({time.perf_counter() - started:.0f} s in all)")
+    for name, (status, seconds, output) in outcomes.items():
+        print(f"{name} [{status}, {seconds:.0f} s]")
+        patterns = [re.compile(p) for p in BENCHES[name][2]]
+        for line in output.splitlines():
+            if any(p.search(line) for p in patterns):
+                print(f"  {line.strip()}")
+    return 0 if all(status == "ok" for status, _, _ in outcomes.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -224,3 +224,17 @@ def test_is_text_member() -> None:
         assert is_text_member(path)
     for path in ("out.mp4", "frames/f00.jpg", "images/a.webp", "w/a.mjs", "Makefile"):
         assert not is_text_member(path)
+
+
+def test_credentials_right_after_a_json_escape_are_redacted() -> None:
+    """Inside a JSON string a value often follows an escaped newline or tab (`\\n`, `\\t`): the
+    escape's letter must not count as part of the value's word."""
+    values = planted_values(random.Random(3))
+    credentials = {k: v for k, v in values.items() if PLANTED_KIND[k][1] == "redact" and "\n" not in v
+                   and k not in ("bearer", "aws_secret_access_key")}
+    text = "".join(f"line\n{v}\tx\r{v} " for v in credentials.values())
+    data = (json.dumps({"text": text}) + "\n").encode()
+    result = scrub_text(data, "messages.jsonl", ScrubConfig())
+    for kind, value in credentials.items():
+        assert value.encode() not in result.data, kind
+    assert result.redacted == 2 * len(credentials)

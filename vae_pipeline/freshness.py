@@ -31,7 +31,11 @@ SourceVersions = dict[dg.AssetKey, Callable[[str | None], str]]
 class StaleItem:
     key: dg.AssetKey
     partition: str | None
-    reason: str
+    reason: str  # "missing", "inputs or code changed", or "upstream stale"
+    waits_on: frozenset[tuple[dg.AssetKey, str | None]] = frozenset()  # stale upstream partitions
+
+
+Latest = Callable[[dg.AssetKey, str | None], dg.AssetMaterialization | None]
 
 
 def latest_materialization(instance: dg.DagsterInstance, key: dg.AssetKey,
@@ -43,8 +47,7 @@ def latest_materialization(instance: dg.DagsterInstance, key: dg.AssetKey,
     return records[0].asset_materialization if records else None
 
 
-def data_version(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str | None) -> str:
-    event = latest_materialization(instance, key, partition)
+def _version(event: dg.AssetMaterialization | None) -> str:
     if event is None:
         return "missing"
     return (event.tags or {}).get("dagster/data_version", "unversioned")
@@ -65,25 +68,28 @@ def frame_version(frame: pl.DataFrame, *extra: object) -> dg.DataVersion:
 
 
 def inputs_fingerprint(instance: dg.DagsterInstance, spec: dg.AssetSpec, partition: str | None,
-                       partitions: Iterable[str], source: str | None) -> str:
-    """The fingerprint `spec` would record if it were materialized now for `partition`."""
+                       partitions: Iterable[str], source: str | None, latest: Latest | None = None) -> str:
+    """The fingerprint `spec` would record if it were materialized now for `partition`.
+
+    `latest` looks up an asset partition's latest materialization (default: ask the instance;
+    the planner passes a cached look-up)."""
+    latest = latest or (lambda key, part: latest_materialization(instance, key, part))
     parts: list[object] = [spec.code_version or "", source or ""]
     for dep in sorted(spec.deps, key=lambda d: d.asset_key.to_user_string()):
-        parts.append(_upstream_version(instance, dep.asset_key, partition, partitions))
+        parts.append(_upstream_version(latest, dep.asset_key, partition, partitions))
     return content_version(*parts)
 
 
-def _upstream_version(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str | None,
-                      partitions: Iterable[str]) -> object:
+def _upstream_version(latest: Latest, key: dg.AssetKey, partition: str | None, partitions: Iterable[str]) -> object:
     """An upstream's data version: its own, the same series', or every series' for a roll-up."""
-    latest = latest_materialization(instance, key)
-    if latest is None:
+    newest = latest(key, None)
+    if newest is None:
         return "missing"
-    if latest.partition is None:
-        return (latest.tags or {}).get("dagster/data_version", "unversioned")
+    if newest.partition is None:
+        return _version(newest)
     if partition is not None:
-        return data_version(instance, key, partition)
-    return [(p, data_version(instance, key, p)) for p in sorted(partitions)]
+        return _version(latest(key, partition))
+    return [(p, _version(latest(key, p))) for p in sorted(partitions)]
 
 
 def record_metadata(context: dg.AssetExecutionContext, source: str | None = None) -> dict[str, str]:
@@ -104,30 +110,39 @@ def stale_items(instance: dg.DagsterInstance, specs: list[dg.AssetSpec], sources
     An asset partition whose upstream is itself stale is listed with reason `upstream stale`: its
     own verdict waits until the upstream has run (its data version may not change).
     """
+    cache: dict[tuple[dg.AssetKey, str | None], dg.AssetMaterialization | None] = {}
+
+    def latest(key: dg.AssetKey, partition: str | None) -> dg.AssetMaterialization | None:
+        if (key, partition) not in cache:
+            cache[key, partition] = latest_materialization(instance, key, partition)
+        return cache[key, partition]
+
     stale: list[StaleItem] = []
     pending: set[tuple[dg.AssetKey, str | None]] = set()
     for spec in _topological(specs):
         keys = list(partitions) if spec.partitions_def is not None else [None]
         for partition in keys:
-            reason = _stale_reason(instance, spec, partition, partitions, sources, pending)
+            waits_on = frozenset(
+                (dep.asset_key, part) for dep in spec.deps
+                for part in ([partition, None] if partition is not None else [None, *partitions])
+                if (dep.asset_key, part) in pending)
+            if waits_on:
+                reason = "upstream stale"
+            else:
+                reason = _stale_reason(instance, latest, spec, partition, partitions, sources)
             if reason:
-                stale.append(StaleItem(spec.key, partition, reason))
+                stale.append(StaleItem(spec.key, partition, reason, waits_on))
                 pending.add((spec.key, partition))
     return stale
 
 
-def _stale_reason(instance, spec, partition, partitions, sources, pending) -> str | None:
-    for dep in spec.deps:
-        if (dep.asset_key, partition) in pending or (dep.asset_key, None) in pending or (
-            partition is None and any((dep.asset_key, p) in pending for p in partitions)
-        ):
-            return "upstream stale"
-    event = latest_materialization(instance, spec.key, partition)
+def _stale_reason(instance, latest: Latest, spec, partition, partitions, sources) -> str | None:
+    event = latest(spec.key, partition)
     if event is None:
         return "missing"
     recorded = (event.metadata or {}).get(INPUTS_KEY)
     source = sources[spec.key](partition) if spec.key in sources else None
-    now = inputs_fingerprint(instance, spec, partition, partitions, source)
+    now = inputs_fingerprint(instance, spec, partition, partitions, source, latest)
     if recorded is None or getattr(recorded, "value", recorded) != now:
         return "inputs or code changed"
     return None

@@ -23,6 +23,7 @@ from vae_pipeline.assets.meta import (
     rubric,
     rubric_source,
 )
+from vae_pipeline.assets.renders import renders
 from vae_pipeline.domain.series import Skipped, discover_series
 from vae_pipeline.freshness import SourceVersions, StaleItem, stale_items
 from vae_pipeline.partitions import SERIES
@@ -79,13 +80,32 @@ def stale(instance: dg.DagsterInstance, runs_root: RunsRoot, project_meta: Proje
                        instance.get_dynamic_partitions(SERIES))
 
 
+# Re-run only when their own inputs really changed, never just because an upstream in the same run
+# did: these decode videos and re-pack archives.
+COSTLY = {renders.key, bundles.key}
+
+
 def next_runs(items: list[StaleItem]) -> list[tuple[str | None, list[dg.AssetKey]]]:
-    """The runs to launch now: stale assets whose upstream is fresh, one run per series (and one
-    for the unpartitioned assets), partitioned assets first."""
+    """The runs to launch now, one per series (and one for the unpartitioned assets).
+
+    A run holds the stale assets whose upstream is fresh, and the assets downstream of them in
+    the same run that only wait on them (Dagster runs them in order): a downstream asset whose
+    upstream then produced the same data re-runs needlessly, a cheap price for fewer runs — except
+    the costly ones, which join only when their upstream is missing altogether.
+    """
     by_partition: dict[str | None, list[dg.AssetKey]] = defaultdict(list)
-    for item in items:
+    scheduled: dict[tuple[dg.AssetKey, str | None], str] = {}
+    for item in items:  # in dependency order
         if item.reason != "upstream stale":
+            joins = True
+        else:
+            same_run = all(part == item.partition and (key, part) in scheduled for key, part in item.waits_on)
+            only_missing = all(scheduled.get(wait) == "missing" for wait in item.waits_on)
+            joins = same_run and (item.key not in COSTLY or only_missing)
+        if joins:
             by_partition[item.partition].append(item.key)
+            scheduled[item.key, item.partition] = item.reason if item.reason != "upstream stale" else \
+                ("missing" if all(scheduled.get(w) == "missing" for w in item.waits_on) else "changed")
     return sorted(by_partition.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
 
 

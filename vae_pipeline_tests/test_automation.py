@@ -37,7 +37,8 @@ def test_new_series_sensor_adds_partitions_and_requests_their_runs(sample_runs, 
         assert sorted(instance.get_dynamic_partitions(SERIES)) == sorted(sample_runs.series)
         requested = {r.partition_key: {k.to_user_string() for k in r.asset_selection} for r in result.run_requests}
         assert set(requested) == set(sample_runs.series)
-        assert all(keys == {"episodes"} for keys in requested.values())  # the first stage; the rest follows
+        # a new series' first run parses it and builds what is missing downstream of it
+        assert all(keys == {"episodes", "renders", "verdicts", "bundles"} for keys in requested.values())
         assert all(r.tags[REFRESH_TAG] == "true" for r in result.run_requests)
         with dg.build_sensor_context(instance=instance, resources=resources) as context:
             again = new_series_sensor(context)
@@ -58,8 +59,8 @@ def test_nightly_schedule_requests_only_what_is_stale(sample_runs, pipeline_env,
     series_json.write_text(json.dumps({**json.loads(series_json.read_text()), "series_id": "2026-11-01-s9"}))
     with dg.build_schedule_context(instance=instance, resources=resources) as context:
         requests = nightly_refresh(context)
-    assert [(r.partition_key, [k.to_user_string() for k in r.asset_selection]) for r in requests] == [
-        ("2026-11-01-s9", ["episodes"])]
+    assert [(r.partition_key, sorted(k.to_user_string() for k in r.asset_selection)) for r in requests] == [
+        ("2026-11-01-s9", ["bundles", "episodes", "labels", "renders", "verdicts"])]
     assert "2026-11-01-s9" in instance.get_dynamic_partitions(SERIES)
 
 
@@ -77,10 +78,12 @@ def test_followup_sensor_launches_the_next_stage(sample_runs, pipeline_env, tmp_
                                                  resources=resources)
     requests = refresh_followup_sensor(context)
     by_partition = {r.partition_key: sorted(k.to_user_string() for k in r.asset_selection) for r in requests}
-    # the finished series moves on to its next stage; the others start at episodes; meta assets too
+    # the finished series moves on to its next stage; the others start from episodes, and what is
+    # missing downstream of it in the same series comes along; labels wait for the rubric's run
     assert by_partition[series] == ["bundles", "renders", "verdicts"]
-    assert all(by_partition[s] == ["episodes"] for s in sample_runs.series if s != series)
-    assert by_partition[None] == ["brief_bank", "rubric"]
+    assert all(by_partition[s] == ["bundles", "episodes", "renders", "verdicts"]
+               for s in sample_runs.series if s != series)
+    assert by_partition[None] == ["brief_bank", "dataset_meta", "rubric"]
 
 
 def test_rubric_switch_rehosts_labels_only(sample_runs, pipeline_env, tmp_path):

@@ -31,6 +31,9 @@ from vae_pipeline.sample.video import write_video
 # (width, height) of the sample clips for each aspect: small, so a default run takes seconds
 SIZES = {"16:9": (192, 108), "9:16": (108, 192), "1:1": (144, 144)}
 FPS = 15
+# Delivery-size clips (what the harness really produces), for benchmarks: `generate(..., hd=True)`
+HD_SIZES = {"16:9": (1920, 1080), "9:16": (1080, 1920), "1:1": (1080, 1080)}
+HD_FPS = 30
 HARNESS_USER = "vae-runner"
 HARNESS_HOST = "gpu-07.render.internal"
 
@@ -57,6 +60,7 @@ class EpisodePlan:
     bad: str | None = None
     archive: bool = False
     secrets: dict[str, str] = field(default_factory=dict)
+    hd: bool = False  # delivery-size clips instead of thumbnails
 
 
 @dataclass
@@ -76,7 +80,7 @@ def load_briefs(meta_dir: Path) -> list[dict]:
 
 
 def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, seed: int = 0,
-             bad: bool = True) -> SampleRun:
+             bad: bool = True, hd: bool = False) -> SampleRun:
     """Write `series` series of `episodes` good episodes each (the last series `running`)."""
     rng = random.Random(seed)
     out = Path(out)
@@ -99,7 +103,7 @@ def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, s
         for number, brief in enumerate(chosen):
             plan = EpisodePlan(series_id, f"{brief['brief_id']}-{sample}", brief,
                                variant=VARIANTS[(number + 5 * index) % len(VARIANTS)],
-                               archive=number % 3 == 2)
+                               archive=number % 3 == 2, hd=hd)
             _write_episode(series_dir, plan, rng, rubric)
             run.episodes.append(plan)
         if bad and index == 0:
@@ -336,7 +340,7 @@ def _video(plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> tuple[bytes
         return rng.randbytes(4096), None
     aspect = "9:16" if variant == "wrong_aspect" and brief["aspect"] != "9:16" else (
         "16:9" if variant == "wrong_aspect" else brief["aspect"])
-    width, height = SIZES[aspect]
+    width, height = (HD_SIZES if plan.hd else SIZES)[aspect]
     duration = float(brief["duration_s"]) + (3.0 if variant == "long" else 0.0)
     black, freeze = [], []
     if variant == "black":
@@ -346,7 +350,7 @@ def _video(plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> tuple[bytes
     elif variant == "held_freeze" and brief.get("hold"):
         freeze = [(brief["hold"]["start_s"], duration)]
     with tempfile.TemporaryDirectory() as tmp:
-        path = write_video(Path(tmp) / "out.mp4", width=width, height=height, fps=FPS,
+        path = write_video(Path(tmp) / "out.mp4", width=width, height=height, fps=HD_FPS if plan.hd else FPS,
                            duration_s=duration, black=black, freeze=freeze,
                            loop=bool(brief.get("loop")))
         sampler = rubric.sampler

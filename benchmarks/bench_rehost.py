@@ -1,9 +1,11 @@
 """Benchmark: a rehost of every label against a full build of the same runs (goal: <= 5 %).
 
-    python benchmarks/bench_rehost.py [--series 3] [--episodes 12] [--repeat 2] [--seed 0] [--profile]
+    python benchmarks/bench_rehost.py [--series 3] [--episodes 12] [--repeat 2] [--seed 0] [--hd] [--profile]
 
 In a temp dir (own VAE_HOME, DAGSTER_HOME, dataset folder and a copy of meta/), generates a runs
-root with the project's generator (good episodes only), then times `vae_pipeline.cli.build`:
+root with the project's generator (good episodes only; with --hd, delivery-size clips like the
+real harness: 1920x1080 / 1080x1920 / 1080x1080 at 30 fps, instead of thumbnails), then times
+`vae_pipeline.cli.build`:
   1. full build on a fresh instance (rubric in force: the newest in meta/);
   2. rehost: the same runs with `rubric_version="1.0"` (only `rubric`, `labels` and what is
      downstream of them may re-materialize);
@@ -69,10 +71,12 @@ class Timing:
 @contextlib.contextmanager
 def instrumented(timing: Timing):
     """Time every `execute_in_process` (and its steps) and every staleness pass of `build`."""
-    from vae_pipeline import refresh
+    from vae_pipeline import cli, refresh
 
     original_execute = dg.JobDefinition.execute_in_process
     original_stale = refresh.stale
+    # build() may call `stale` through the refresh module or through the name cli imported from it
+    holders = [m for m in (refresh, cli) if getattr(m, "stale", None) is original_stale]
 
     def execute(self, *args, **kwargs):
         start = time.perf_counter()
@@ -96,12 +100,14 @@ def instrumented(timing: Timing):
             timing.planning.append(time.perf_counter() - start)
 
     dg.JobDefinition.execute_in_process = execute
-    refresh.stale = stale  # build() imports it from the module at call time
+    for module in holders:
+        module.stale = stale
     try:
         yield timing
     finally:
         dg.JobDefinition.execute_in_process = original_execute
-        refresh.stale = original_stale
+        for module in holders:
+            module.stale = original_stale
 
 
 def timed_build(runs: Path, out: Path, rubric_version: str | None, profile: bool = False) -> tuple[dict, Timing]:
@@ -161,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=2, help="full build + rehosts, each time on a fresh instance")
     parser.add_argument("--rubric", default="1.0", help="archived rubric version to rehost with")
+    parser.add_argument("--hd", action="store_true",
+                        help="delivery-size clips (1920x1080 / 1080x1920 / 1080x1080, 30 fps) instead of thumbnails")
     parser.add_argument("--profile", action="store_true", help="cProfile the full build and the rehost")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
@@ -176,9 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         with isolated_env(root, meta):
             runs = root / "runs"
             start = time.perf_counter()
-            sample = generate(runs, meta, series=args.series, episodes=args.episodes, seed=args.seed, bad=False)
-            print(f"cpus: {os.cpu_count()}; generated {len(sample.episodes)} episodes in {len(sample.series)} series "
-                  f"in {time.perf_counter() - start:.1f} s")
+            sample = generate(runs, meta, series=args.series, episodes=args.episodes, seed=args.seed, bad=False,
+                              hd=args.hd)
+            print(f"cpus: {os.cpu_count()}; generated {len(sample.episodes)} {'HD' if args.hd else 'thumbnail'} "
+                  f"episodes in {len(sample.series)} series in {time.perf_counter() - start:.1f} s")
             names = ("full build", f"rehost to {args.rubric}", "rehost back to latest", "no-op build")
             versions = dict(zip(names, (None, args.rubric, "latest", None)))
             builds: dict[str, tuple[dict, Timing]] = {}  # the fastest of the repeats, per build

@@ -195,7 +195,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
                                     debug=args.debug)
     code = cmd_build(args_build)
     _say(f"summary: {(scratch / 'summary.json').resolve()}")
-    _say(f"open the Dagster UI on the same instance: vae ui --runs {runs} --out {out}")
+    vae = sys.argv[0] if Path(sys.argv[0]).name == "vae" else "vae"
+    _say(f"open the Dagster UI on the same instance: {vae} ui --runs {runs} --out {out}")
     return code
 
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 import duckdb
 
-from vae_pipeline.domain.episode_files import DEFAULT_SIZE_LIMIT
+from vae_pipeline.domain.episode_files import (
+    DEFAULT_SIZE_LIMIT,
+    EpisodeFiles,
+    read_episode_files,
+)
+from vae_pipeline.domain.series import EpisodeEntry
 
 
 class RunsRoot(dg.ConfigurableResource):
@@ -22,6 +28,15 @@ class RunsRoot(dg.ConfigurableResource):
 
     def series_dir(self, series_id: str) -> Path:
         return Path(self.path) / series_id
+
+    def episode_entry(self, row: dict) -> EpisodeEntry:
+        """The run folder or archive a parsed `episodes` row came from."""
+        return EpisodeEntry(row["source"], row["id"], self.series_dir(row["series"]) / row["source"],
+                            row["is_archive"])
+
+    def read_files(self, row: dict, wanted: Callable[[str], bool]) -> EpisodeFiles:
+        """The files `wanted` selects of a parsed episode, read safely (raises BadInput)."""
+        return read_episode_files(self.episode_entry(row), wanted, size_limit=self.max_unpacked_bytes)
 
 
 class ProjectMeta(dg.ConfigurableResource):

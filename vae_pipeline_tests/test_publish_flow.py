@@ -47,7 +47,7 @@ def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample
 
     code, out = _publish(capsys, dataset)
     assert code == 1 and "publishing refused" in out
-    assert "dataset_rows.no_invalid_episodes" in out and all(i["episode"] in out for i in invalid)
+    assert "dataset_episodes.no_invalid_episodes" in out and all(i["episode"] in out for i in invalid)
     assert "dataset_episodes.no_scrub_findings" in out and "scrub-allow.jsonl" in out
     assert hub.routes() == [], "a refused publish must not talk to the Hub"
 

@@ -5,9 +5,7 @@ import json
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.assets.renders import episode_entry
 from vae_pipeline.domain.bundle import build_bundle
-from vae_pipeline.domain.episode_files import read_episode_files
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import write_atomic
 from vae_pipeline.domain.scrub import ScrubConfig
@@ -30,8 +28,7 @@ def bundle_episode(runs_root: RunsRoot, warehouse: Warehouse, row: dict, config:
     out = dict.fromkeys(BUNDLES_SCHEMA)
     out["id"] = row["id"]
     try:
-        files = read_episode_files(episode_entry(runs_root, row), lambda _: True,
-                                   size_limit=runs_root.max_unpacked_bytes)
+        files = runs_root.read_files(row, lambda _: True)
         bundle = build_bundle(files.data, config=config)
     except BadInput as exc:
         out["bundle_error"] = str(exc)

@@ -2,13 +2,15 @@
 
 They are asset checks of their own (not part of an asset's step), so the `publish` job can run
 them against the current files without rebuilding anything, and a failure stops `hub_release`
-in the same run. Each description names the episodes and files concerned and the way out.
+in the same run. They all check `dataset_episodes`, the last asset before the release, so that a
+failure during a refresh blocks nothing but the release. Each description names the episodes
+and files concerned and the way out.
 """
 
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.assets.dataset import WITHHELD, dataset_rows, read_withheld
+from vae_pipeline.assets.dataset import WITHHELD, read_withheld
 from vae_pipeline.assets.dataset_episodes import (
     archive_problems,
     dataset_episodes,
@@ -27,7 +29,7 @@ def _listing(problems: list[str], limit: int = 25) -> str:
     return shown + (f"; and {len(problems) - limit} more" if len(problems) > limit else "")
 
 
-@dg.asset_check(asset=dataset_rows, additional_ins=TABLE, blocking=True,
+@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
                 description="No invalid episode in a published series")
 def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     withheld_episodes, withheld_series = read_withheld(project_meta)

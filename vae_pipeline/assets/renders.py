@@ -12,12 +12,10 @@ from PIL import Image
 
 from vae_pipeline.assets.meta import rubric_file
 from vae_pipeline.domain.contact_sheet import contact_sheet
-from vae_pipeline.domain.episode_files import read_episode_files
 from vae_pipeline.domain.files import link_or_copy, sha256_file, write_atomic
 from vae_pipeline.domain.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.rubric import load_rubric
 from vae_pipeline.domain.sampler import sample_times, save_frames
-from vae_pipeline.domain.series import EpisodeEntry
 from vae_pipeline.domain.video_facts import iter_analyses
 from vae_pipeline.freshness import frame_version, record_metadata
 from vae_pipeline.partitions import series_partitions
@@ -34,18 +32,12 @@ RENDERS_SCHEMA = {
 CONTACT_SHEETS_SHOWN = 3
 
 
-def episode_entry(runs_root: RunsRoot, row: dict) -> EpisodeEntry:
-    """The run folder or archive a parsed row came from."""
-    return EpisodeEntry(row["source"], row["id"], runs_root.series_dir(row["series"]) / row["source"],
-                        row["is_archive"])
-
-
 def stage_video(runs_root: RunsRoot, row: dict, staged: Path) -> Path:
     """Put the episode's out.mp4 at `staged`, byte-identical: a hard link (or copy) for a run
     folder, the member's bytes for an archive. The runs root is never written."""
-    entry = episode_entry(runs_root, row)
+    entry = runs_root.episode_entry(row)
     if entry.is_archive:
-        files = read_episode_files(entry, lambda name: name == "out.mp4", size_limit=runs_root.max_unpacked_bytes)
+        files = runs_root.read_files(row, lambda name: name == "out.mp4")
         write_atomic(staged, files.data["out.mp4"])
     else:
         link_or_copy(entry.path / "out.mp4", staged)

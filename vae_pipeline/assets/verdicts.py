@@ -7,8 +7,6 @@ label): the judge's free text stays in the archive, where the scrub sees it.
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.assets.renders import episode_entry
-from vae_pipeline.domain.episode_files import read_episode_files
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.judge import parse_judge
 from vae_pipeline.domain.rubric import AXES
@@ -38,8 +36,7 @@ def read_verdict(runs_root: RunsRoot, row: dict) -> dict:
     out = dict.fromkeys(VERDICTS_SCHEMA)
     out["id"] = row["id"]
     try:
-        files = read_episode_files(episode_entry(runs_root, row), lambda name: name == "judge.json",
-                                   size_limit=runs_root.max_unpacked_bytes)
+        files = runs_root.read_files(row, lambda name: name == "judge.json")
         judge = parse_judge(files.data["judge.json"].decode("utf-8", errors="replace"))
     except BadInput as exc:
         out.update(judge_valid=False, judge_error_file=exc.file, judge_error_line=exc.line,

@@ -23,14 +23,19 @@ def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> None:
     write_atomic(path, buffer.getvalue())
 
 
+def table_path(warehouse: Warehouse, key: dg.AssetKey, partition: str | None) -> Path:
+    """Where an asset's (partition's) table is stored."""
+    name = f"{partition}.parquet" if partition else "table.parquet"
+    return warehouse.root.joinpath("tables", *key.path, name)
+
+
 class ParquetTableIOManager(dg.ConfigurableIOManager):
     """Stores each asset (partition) as `<warehouse>/tables/<asset>/<series>.parquet`."""
 
     warehouse: Warehouse
 
     def _path(self, key: dg.AssetKey, partition: str | None) -> Path:
-        name = f"{partition}.parquet" if partition else "table.parquet"
-        return self.warehouse.root.joinpath("tables", *key.path, name)
+        return table_path(self.warehouse, key, partition)
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
         partition = context.asset_partition_key if context.has_asset_partitions else None

@@ -4,6 +4,7 @@ import json
 import re
 from pathlib import Path
 
+import dagster as dg
 import polars as pl
 import pytest
 
@@ -121,6 +122,12 @@ def test_a_changed_series_rematerializes_only_its_partition_and_downstream(built
     assert partitioned and all(v == [changed] for v in partitioned.values())
     assert "episodes" in partitioned
     assert "dataset_rows" not in summary["materialized"] or summary["materialized"]["dataset_rows"] == [None]
+    # the series' videos did not change: renders re-ran without decoding any of them again
+    records = dg.DagsterInstance.get().fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("renders"), asset_partitions=[changed]), limit=2).records
+    latest, first = (r.asset_materialization.metadata for r in records)
+    assert first["decoded"].value > 0 and latest["decoded"].value == 0
+    assert latest["videos"].value == first["videos"].value
 
 
 def test_cli_build_writes_the_summary_and_says_one_line_on_error(sample_runs, pipeline_env, tmp_path, capsys):

@@ -17,7 +17,8 @@ from vae_pipeline.domain.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.rubric import load_rubric
 from vae_pipeline.domain.sampler import sample_times, save_frames
 from vae_pipeline.domain.video_facts import iter_analyses
-from vae_pipeline.freshness import frame_version, record_metadata
+from vae_pipeline.freshness import content_version, frame_version, record_metadata
+from vae_pipeline.io_manager import table_path
 from vae_pipeline.partitions import series_partitions
 from vae_pipeline.resources import ProjectMeta, RunsRoot, Warehouse
 from vae_pipeline.ui import markdown_table
@@ -27,8 +28,9 @@ RENDERS_SCHEMA = {
     "width": pl.Int64, "height": pl.Int64, "video_aspect": pl.String, "black_ranges": RANGES,
     "freeze_ranges": RANGES, "still": pl.Boolean, "loop_seam": pl.Float64, "video_error": pl.String,
     "judge_frames": JUDGE_FRAMES, "video_size": pl.Int64, "video_sha256": pl.String, "staged_video": pl.String,
-    "contact_sheet": pl.String,
+    "contact_sheet": pl.String, "analysis_key": pl.String,
 }  # fmt: skip
+RENDERS_CODE_VERSION = "renders-2"
 CONTACT_SHEETS_SHOWN = 3
 
 
@@ -56,28 +58,50 @@ def _thumbnail_markdown(episode_id: str, sheet: Path) -> str:
     return f"**{episode_id}**\n\n![{episode_id}](data:image/jpeg;base64,{base64.b64encode(buffer.getvalue()).decode()})"
 
 
-@dg.asset(partitions_def=series_partitions, code_version="renders-1", group_name="series",
+def previous_analyses(warehouse: Warehouse, series: str) -> dict[str, dict]:
+    """This series' rows from the last materialization, to reuse for videos that did not change."""
+    path = table_path(warehouse, dg.AssetKey("renders"), series)
+    if not path.exists():
+        return {}
+    frame = pl.read_parquet(path)
+    return {row["id"]: row for row in frame.iter_rows(named=True)} if "analysis_key" in frame.columns else {}
+
+
+def _reusable(old: dict | None, key: str, warehouse: Warehouse) -> bool:
+    return (old is not None and old["analysis_key"] == key
+            and (old["contact_sheet"] is None or (warehouse.root / old["contact_sheet"]).exists()))
+
+
+@dg.asset(partitions_def=series_partitions, code_version=RENDERS_CODE_VERSION, group_name="series",
           kinds={"pyav", "parquet"},
           check_specs=[dg.AssetCheckSpec("every_delivered_video_analysed", asset="renders"),
                        dg.AssetCheckSpec("facts_in_domain", asset="renders")])
 def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
             warehouse: Warehouse, episodes: pl.DataFrame):
     """Facts of every delivered out.mp4 (one decode pass each, in parallel), the judge's frames
-    and a contact sheet per episode."""
+    and a contact sheet per episode. A video whose bytes, brief and sampler settings are those of
+    the last run is not decoded again: an episode added to a running series decodes alone."""
     series = context.partition_key
     sampler_settings = load_rubric(rubric_file(project_meta)).sampler
     delivered = episodes.filter(pl.col("valid") & pl.col("delivered")).to_dicts()
     frames_root = warehouse.root / "frames" / series
     videos_root = warehouse.root / "videos" / series
-    jobs = []
+    previous = previous_analyses(warehouse, series)
+    jobs, todo, rows = [], [], []
     for row in delivered:
         staged = stage_video(runs_root, row, videos_root / f"{row['id']}.mp4")
+        sha = sha256_file(staged)
+        key = content_version(RENDERS_CODE_VERSION, sampler_settings, row["brief"], sha)
+        if _reusable(previous.get(row["id"]), key, warehouse):
+            rows.append(previous[row["id"]])
+            continue
+        todo.append((row, sha, key))
         jobs.append((staged, _sampler(json.loads(row["brief"]), sampler_settings.frames, sampler_settings.min_gap_s)))
-    context.log.info(f"analysing {len(jobs)} videos on {os.cpu_count()} cores")
+    context.log.info(f"analysing {len(jobs)} videos on {os.cpu_count()} cores ({len(rows)} unchanged)")
     # results arrive in order, a few at a time: only those videos' 14 frames are in memory
     analyses = iter_analyses(jobs, workers=os.cpu_count() or 1)
-    rows, shown = [], []
-    for row, (staged, _), analysis in zip(delivered, jobs, analyses, strict=True):
+    shown = []
+    for (row, sha, key), (staged, _), analysis in zip(todo, jobs, analyses, strict=True):
         facts = analysis.facts
         sheet = None
         if analysis.frames:
@@ -94,14 +118,16 @@ def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
             "freeze_ranges": facts["freeze_ranges"], "still": facts["still"], "loop_seam": facts["loop_seam"],
             "video_error": facts["error"],
             "judge_frames": [{"t_s": t, "reason": reason} for t, reason, _ in analysis.frames] or None,
-            "video_size": staged.stat().st_size, "video_sha256": sha256_file(staged),
+            "video_size": staged.stat().st_size, "video_sha256": sha,
             "staged_video": staged.relative_to(warehouse.root).as_posix(),
             "contact_sheet": sheet.relative_to(warehouse.root).as_posix() if sheet else None,
+            "analysis_key": key,
         })
-    frame = pl.DataFrame(rows, schema=RENDERS_SCHEMA)
+    frame = pl.DataFrame(rows, schema=RENDERS_SCHEMA).sort("id")
     yield dg.Output(frame, data_version=frame_version(frame), metadata={
         "videos": frame.height,
-        "decoded": int(frame["video_ok"].sum() or 0),
+        "decoded": len(jobs),
+        "decodable": int(frame["video_ok"].sum() or 0),
         "minutes": round(float(frame["video_duration_s"].sum() or 0) / 60, 2),
         "preview": markdown_table(frame, ("id", "video_ok", "video_duration_s", "fps", "width", "height",
                                           "video_aspect", "black_ranges", "freeze_ranges", "still", "video_error")),

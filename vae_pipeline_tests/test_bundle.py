@@ -241,3 +241,15 @@ def test_write_atomic_replaces_whole_file(tmp_path) -> None:
     write_atomic(target, b"second")
     assert target.read_bytes() == b"second"
     assert [p.name for p in target.parent.iterdir()] == ["a.tar.zst"]
+
+
+def test_text_members_outside_the_contracts_list_are_scrubbed_too() -> None:
+    values = planted_values(random.Random(5))
+    members = {"brief.json": b"{}\n", "work/server.log": f"token {values['huggingface']}\n".encode(),
+               "work/app.mjs": f"const k = '{values['github_ghp']}';\n".encode(),
+               "work/logo.png": b"\x89PNG\r\n\x1a\n\x00" + values["huggingface"].encode()}
+    bundle = build_bundle(members, config=ScrubConfig())
+    archived = {path: data for path, (_, data) in _unpack(bundle.archive).items()}
+    assert values["huggingface"].encode() not in archived["work/server.log"]
+    assert values["github_ghp"].encode() not in archived["work/app.mjs"]
+    assert archived["work/logo.png"] == members["work/logo.png"]  # media is never touched

@@ -133,7 +133,7 @@ def build_bundle(
         if slimmed.stats.bytes_before:
             slim_stats += slimmed.stats
         data = slimmed.data
-        if is_text_member(path):
+        if is_text_member(path, data):
             result = scrub_text(data, path, config, line_map=slimmed.line_map)
             data = result.data
             placeholders.update(result.placeholders)

@@ -29,6 +29,10 @@ TEXT_EXTENSIONS = frozenset(
     {".json", ".jsonl", ".md", ".txt", ".html", ".js", ".css", ".ts", ".py", ".sh", ".yaml", ".yml"}
 )
 
+# Media and archives: never scrubbed, whatever their bytes look like.
+BINARY_EXTENSIONS = frozenset({".mp4", ".webm", ".mov", ".jpg", ".jpeg", ".png", ".webp", ".gif", ".zst",
+                               ".gz", ".zip", ".woff", ".woff2", ".ttf", ".otf", ".wasm", ".ico"})
+
 # Strings of 512+ base64 characters (standard or url-safe) are images, not text.
 _B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-="
 _B64_MIN_RUN = 512
@@ -104,9 +108,22 @@ class Kind:
     config_word: bool = False  # a host/user name: plain-word occurrences are findings
 
 
-def is_text_member(path: str) -> bool:
-    """Whether the contract scrubs this member (by extension, any case)."""
-    return PurePosixPath(path).suffix.lower() in TEXT_EXTENSIONS
+def is_text_member(path: str, data: bytes | None = None) -> bool:
+    """The contract's text members (by extension) — and, beyond the contract, any other member
+    that reads as UTF-8 text with no NUL byte (a `.log`, `.mjs`, `.svg`, a file with no
+    extension): scrubbing text the contract did not list costs nothing and leaks nothing."""
+    if PurePosixPath(path).suffix.lower() in TEXT_EXTENSIONS:
+        return True
+    if data is None or PurePosixPath(path).suffix.lower() in BINARY_EXTENSIONS:
+        return False
+    head = data[:65536]
+    if b"\0" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start >= len(head) - 3  # a character cut at the 64 KiB boundary
+    return True
 
 
 def value_sha256(value: bytes) -> str:

@@ -2,10 +2,13 @@
 
 import dagster as dg
 
-# Any subset of the graph: the planner picks the stale assets of one series (or the
-# unpartitioned ones) per run.
-refresh_job = dg.define_asset_job("refresh", selection=dg.AssetSelection.all(),
-                                  description="Materialize what is stale or missing (one series per run).")
+# Any subset of the graph but the release: the planner picks the stale assets of one series (or
+# the unpartitioned ones) per run.
+refresh_job = dg.define_asset_job(
+    "refresh",
+    selection=dg.AssetSelection.all() - dg.AssetSelection.assets("hub_release"),
+    description="Materialize what is stale or missing (one series per run).",
+)
 
 
 # The blocking checks against the current files, then the release: a failing check stops it.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -68,9 +69,18 @@ class Warehouse(dg.ConfigurableResource):
         # not named after a schema or table inside it: `episodes.duckdb` + table `episodes` is ambiguous
         return self.root / "vae_warehouse.duckdb"
 
-    def connect(self) -> duckdb.DuckDBPyConnection:
+    def connect(self, wait_s: float = 120.0) -> duckdb.DuckDBPyConnection:
+        """A connection to the warehouse. DuckDB lets one process write at a time, and two series'
+        runs may write labels at once (the UI runs two runs together): wait for the other."""
         self.root.mkdir(parents=True, exist_ok=True)
-        return duckdb.connect(str(self.database))
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return duckdb.connect(str(self.database))
+            except duckdb.IOException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def scratch(self) -> Path:
         path = self.root / "scratch"

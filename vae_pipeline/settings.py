@@ -21,7 +21,6 @@ DEFAULTS = {
     "VAE_HUB_REPO": "",  # ORG/NAME of the dataset repository (vae publish --repo)
     "VAE_HUB_ENDPOINT": "",  # the Hub's address; empty: the client's default (huggingface.co or HF_ENDPOINT)
 }
-REQUIRED = ("VAE_RUNS_ROOT", "VAE_DATASET_DIR")
 
 
 def apply_defaults(environ: dict[str, str] | None = None) -> dict[str, str]:

@@ -29,9 +29,6 @@ class EpisodeFiles:
     sizes: dict[str, int] = field(default_factory=dict)
     data: dict[str, bytes] = field(default_factory=dict)
 
-    def has(self, name: str) -> bool:
-        return name in self.sizes
-
 
 def read_episode_files(
     entry: EpisodeEntry,

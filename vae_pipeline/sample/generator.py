@@ -68,8 +68,6 @@ class SampleRun:
     root: Path
     series: dict[str, str]  # series id -> status
     episodes: list[EpisodePlan]
-    user: str = HARNESS_USER
-    host: str = HARNESS_HOST
 
 
 def load_briefs(meta_dir: Path) -> list[dict]:

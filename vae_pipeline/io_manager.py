@@ -46,7 +46,13 @@ class ParquetTableIOManager(dg.ConfigurableIOManager):
         if not context.has_asset_partitions:
             return pl.read_parquet(self._path(key, None))
         partitions = context.asset_partition_keys
-        frames = [pl.read_parquet(p) for p in (self._path(key, k) for k in partitions) if p.exists()]
+        # each series' rows carry their series, so a roll-up can join on (series, id)
+        frames = [_with_series(pl.read_parquet(path), k) for k in partitions
+                  if (path := self._path(key, k)).exists()]
         if len(partitions) == 1 and not frames:
             raise FileNotFoundError(f"{key.to_user_string()} has not been materialized for {partitions[0]}")
         return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+
+def _with_series(frame: pl.DataFrame, series: str) -> pl.DataFrame:
+    return frame if "series" in frame.columns else frame.with_columns(series=pl.lit(series))

@@ -33,8 +33,15 @@ def join_stages(episodes: pl.DataFrame, *stages: pl.DataFrame) -> pl.DataFrame:
     table = episodes
     for stage in stages:
         if stage.height:
-            table = table.join(stage, on="id", how="left", suffix="_dup")
+            table = table.join(stage, on=["series", "id"], how="left", suffix="_dup")
     table = table.drop([c for c in table.columns if c.endswith("_dup")])
+    # an id is the dataset's key: the same id in a later series is a duplicate, not a second row
+    repeated = pl.col("valid") & (pl.col("id").cum_count().over("id", order_by="series") > 1)
+    table = table.with_columns(
+        error_file=pl.when(repeated).then(pl.col("source")).otherwise(pl.col("error_file")),
+        error_reason=pl.when(repeated).then(pl.lit("duplicate episode id: already in an earlier series"))
+        .otherwise(pl.col("error_reason")),
+    ).with_columns(valid=pl.col("valid") & ~repeated)
     if "judge_valid" in table.columns:
         bad_judge = pl.col("judge_valid").fill_null(True).not_()
         table = table.with_columns(

@@ -52,7 +52,7 @@ def _sampler(brief: dict, frames: int, min_gap_s: float):
 
 def _thumbnail_markdown(episode_id: str, sheet: Path) -> str:
     picture = Image.open(sheet)
-    picture.thumbnail((640, 640))
+    picture.thumbnail((960, 960))
     buffer = io.BytesIO()
     picture.convert("RGB").save(buffer, format="JPEG", quality=70)
     return f"**{episode_id}**\n\n![{episode_id}](data:image/jpeg;base64,{base64.b64encode(buffer.getvalue()).decode()})"

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from PIL import Image, ImageDraw, ImageFont
 
-CAPTION_H = 20
+CAPTION_H = 30
 PAD = 4
 BACKGROUND = (24, 24, 24)
 TEXT = (235, 235, 235)
@@ -31,7 +31,7 @@ def contact_sheet(frames: Sequence[tuple[float, str, Image.Image]], *, tile_widt
     cell_w, cell_h = tile_width + PAD, tile_h + CAPTION_H + PAD
     sheet = Image.new("RGB", (cols * cell_w + PAD, rows * cell_h + PAD), BACKGROUND)
     draw = ImageDraw.Draw(sheet)
-    font = ImageFont.load_default()
+    font = ImageFont.load_default(size=CAPTION_H - 8)  # readable when the sheet is shown scaled down
     for i, ((t_s, reason, _), tile) in enumerate(zip(frames, tiles)):
         x, y = PAD + (i % cols) * cell_w, PAD + (i // cols) * cell_h
         sheet.paste(tile, (x, y))

@@ -63,6 +63,8 @@ def hub_release(context: dg.AssetExecutionContext, config: PublishConfig, hub_re
                 dataset_folder: DatasetFolder, project_meta: ProjectMeta,
                 episode_table: pl.DataFrame) -> dg.MaterializeResult:
     """The dataset folder on the Hub: only files whose sha256 differs are sent, in one commit."""
+    if not hub_repo.repo_id:
+        raise dg.Failure(description="no dataset repository: set VAE_HUB_REPO (ORG/NAME) or use vae publish --repo")
     reasons = failing_blocking_checks(context.instance)
     if reasons:
         raise dg.Failure(description="publishing refused:\n" + "\n".join(f"- {r}" for r in reasons),

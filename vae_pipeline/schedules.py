@@ -1,6 +1,5 @@
 """The nightly refresh: materialize what is stale or missing; the follow-up sensor carries it on."""
 
-
 import dagster as dg
 
 from vae_pipeline.jobs import refresh_job

@@ -1,6 +1,5 @@
 """Sensors: new series become partitions, and a refresh continues stage by stage."""
 
-
 import dagster as dg
 
 from vae_pipeline.jobs import refresh_job

@@ -1,6 +1,5 @@
 """`episode_table` (every series, in DuckDB and Parquet) and `dataset_rows` (the published rows)."""
 
-
 import io
 
 import dagster as dg

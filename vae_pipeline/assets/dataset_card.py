@@ -1,6 +1,5 @@
 """`dataset_card`: the dataset's README.md, its stats table regenerated from the published rows."""
 
-
 from datetime import UTC, datetime
 
 import dagster as dg

@@ -1,6 +1,5 @@
 """`episodes`: every episode of a series, parsed and validated (contract 1)."""
 
-
 import dagster as dg
 import polars as pl
 

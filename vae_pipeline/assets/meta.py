@@ -1,6 +1,5 @@
 """`brief_bank`, `rubric` and `dataset_meta`: the project's `meta/` folder, validated and published."""
 
-
 import hashlib
 import json
 from pathlib import Path

@@ -12,7 +12,8 @@ from vae_pipeline.cli import build, main
 from vae_pipeline.domain.rows import DATASET_COLUMNS
 from vae_pipeline_tests.conftest import copy_runs
 
-# contract 1's bad-input kinds as the generator plants them -> (file, words of the reason)
+# contract 1's bad-input kinds as the generator plants them -> (file, words of the reason);
+# None: the file is the archive or folder itself
 EXPECTED_REASONS = {
     "missing_file": ("result.json", "required file is missing"),
     "bad_json": ("brief.json", "not valid JSON"),
@@ -70,12 +71,63 @@ def test_every_bad_episode_is_reported_with_file_and_reason(built_once, sample_r
         entry = reported[(plan.series, plan.episode_id)]
         file, words = EXPECTED_REASONS[plan.bad]
         assert words in entry["reason"], (plan.bad, entry)
-        if file:
-            assert entry["file"] == file
+        folder_or_archive = f"{plan.episode_id}.tar.zst" if plan.archive else plan.episode_id
+        assert entry["file"] == (file or folder_or_archive), (plan.bad, entry)
     line = next(i for i in summary["invalid_episodes"] if i["file"] == "messages.jsonl")["line"]
     assert line == 3
     check = next(c for c in summary["checks"] if c["check"] == "no_invalid_episodes")
     assert check["passed"] is False and all(p.episode_id in check["description"] for p in planted)
+
+
+def test_labels_are_those_the_contract_gives_for_what_the_generator_planted(built_once, sample_runs):
+    """The generator works each label out from its own plan (answer chosen, video defects planted);
+    the host recomputes it from judge.json and the measured facts: the two must agree."""
+    rows = {json.loads(line)["id"]: json.loads(line)
+            for line in (built_once["dataset"] / "episodes.jsonl").read_text().splitlines()}
+    published = [p for p in sample_runs.episodes if p.episode_id in rows]
+    assert len(published) == len(rows)
+    for plan in published:
+        row = rows[plan.episode_id]
+        assert {c: row[c] for c in plan.host} == plan.host, (plan.episode_id, plan.variant)
+        # first computation: the label before is judge.json's host.label; a drifted one is a change
+        assert row["previous_final_label"] == plan.stored_host_label, plan.episode_id
+        assert (row["rehosted_at"] is not None) == plan.drifted, plan.episode_id
+    # the sample covers every label, unjudged episodes and failed gates
+    labels = {p.host["label"] for p in published}
+    assert labels == {"PASS", "PASS_WITH_NITS", "FAIL", None}, labels
+    assert {g for p in published for g in p.host["host_gates_failed"]} >= {"no_video", "black", "freeze", "aspect", "duration"}
+    assert {p.episode_id for p in published if p.drifted} == set(sample_runs.drifted_ids)
+
+
+def latest_check_by_series(instance: dg.DagsterInstance, asset: str, check: str) -> dict[str, dg.AssetCheckEvaluation]:
+    """The latest evaluation of a partitioned asset's check, per partition (that of its run)."""
+    key = dg.AssetCheckKey(dg.AssetKey(asset), check)
+    latest: dict[str, dg.AssetCheckEvaluation] = {}
+    for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=1000):  # newest first
+        if record.evaluation is not None:
+            partition = instance.get_run_by_id(record.run_id).tags["dagster/partition"]
+            latest.setdefault(partition, record.evaluation)
+    return latest
+
+
+def test_drift_check_names_exactly_the_planted_drifted_labels(built_once, sample_runs):
+    by_id = {p.episode_id: p for p in sample_runs.episodes}
+    drifted = {i: by_id[i] for i in sample_runs.drifted_ids}
+    assert len(drifted) == 2 and len({by_id[i].series for i in drifted}) == 1
+    with dg.DagsterInstance.from_config(str(built_once["home"] / "dagster")) as instance:
+        results = latest_check_by_series(instance, "labels", "no_drift_from_stored_host_label")
+    assert set(results) == set(sample_runs.series)
+    for series, result in results.items():
+        planted = {i: p for i, p in drifted.items() if p.series == series}
+        if not planted:
+            assert result.passed, (series, result.description)
+            assert result.metadata["drifted"].value == 0
+            continue
+        assert not result.passed
+        named = dict((m[0], (m[1], m[2])) for m in re.findall(r"([A-Za-z0-9._-]+) \((\w+) → (\w+)\)",
+                                                                 result.description))
+        assert named == {i: (p.stored_host_label, p.host["label"]) for i, p in planted.items()}
+        assert result.metadata["drifted"].value == len(planted)
 
 
 def test_readme_stats_table_follows_the_contract(built_once):
@@ -121,7 +173,8 @@ def test_a_changed_series_rematerializes_only_its_partition_and_downstream(built
     partitioned = {k: v for k, v in summary["materialized"].items() if any(p is not None for p in v)}
     assert partitioned and all(v == [changed] for v in partitioned.values())
     assert "episodes" in partitioned
-    assert "dataset_rows" not in summary["materialized"] or summary["materialized"]["dataset_rows"] == [None]
+    # the episode's archive changed (a new work/ file): its row's archive_sha256 with it
+    assert summary["materialized"]["dataset_rows"] == [None]
     # the series' videos did not change: renders re-ran without decoding any of them again
     records = dg.DagsterInstance.get().fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("renders"), asset_partitions=[changed]), limit=2).records

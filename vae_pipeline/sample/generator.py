@@ -1,8 +1,14 @@
 """`vae sample`: a runs root written to contract 1, small, fast and deterministic for a seed.
 
 It is the demo's data and the tests' data. Every episode is built from a plan (`EpisodePlan`)
-that says what was planted in it — the bad-input kind, the video's defects, the secrets — so a
-test can compare what the pipeline found with what was put there.
+that says what was planted in it — the bad-input kind, the video's defects, the secrets, the
+judge's answer and the host label the contract gives for all of that — so a test can compare
+what the pipeline found with what was put there.
+
+The host block of each `judge.json` is worked out here from the plan (the answer the generator
+chose, the video defects it planted) by contract 2's v1.2 table, never by the pipeline's own
+host code, so the drift check and the label tests compare two independent computations. A few
+episodes (`SampleRun.drifted_ids`) store a label that deliberately differs from the contract's.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from pathlib import Path
 import zstandard
 from PIL import Image, ImageDraw
 
-from vae_pipeline.domain.host import host_verdict
 from vae_pipeline.domain.rubric import AXES, Rubric, load_rubric, rubric_in_force
 from vae_pipeline.domain.sampler import sample_times
 from vae_pipeline.domain.video_facts import VideoAnalysis, analyse_video
@@ -34,6 +39,8 @@ FPS = 15
 # Delivery-size clips (what the harness really produces), for benchmarks: `generate(..., hd=True)`
 HD_SIZES = {"16:9": (1920, 1080), "9:16": (1080, 1920), "1:1": (1080, 1080)}
 HD_FPS = 30
+# The rubric the sample judge answers under: `_contract_rule` and `_planted_gates` are its table.
+JUDGE_RUBRIC = "1.2"
 HARNESS_USER = "vae-runner"
 HARNESS_HOST = "gpu-07.render.internal"
 
@@ -49,6 +56,10 @@ VARIANTS = (
     "clean", "black", "freeze", "clean", "unjudged", "held_freeze", "wrong_aspect",
     "no_video", "clean", "long", "undecodable", "harness_403",
 )  # fmt: skip
+# Variants that leave nothing to judge: no judge.json is written for them.
+UNJUDGED_VARIANTS = ("unjudged", "no_video", "undecodable", "harness_403")
+# A drifted episode stores this label in judge.json's host block instead of the contract's.
+DRIFTED_LABEL = {"PASS": "FAIL", "PASS_WITH_NITS": "PASS", "FAIL": "PASS"}
 
 
 @dataclass
@@ -61,6 +72,10 @@ class EpisodePlan:
     archive: bool = False
     secrets: dict[str, str] = field(default_factory=dict)
     hd: bool = False  # delivery-size clips instead of thumbnails
+    # the host's columns contract 2 gives for what was planted (label, host_rule, host_gates_failed)
+    host: dict | None = None
+    drifted: bool = False  # judge.json's host.label deliberately differs from `host["label"]`
+    stored_host_label: str | None = None  # judge.json's host.label; None without judge.json
 
 
 @dataclass
@@ -68,6 +83,7 @@ class SampleRun:
     root: Path
     series: dict[str, str]  # series id -> status
     episodes: list[EpisodePlan]
+    drifted_ids: list[str] = field(default_factory=list)  # stored host label != the contract's
 
 
 def load_briefs(meta_dir: Path) -> list[dict]:
@@ -78,13 +94,16 @@ def load_briefs(meta_dir: Path) -> list[dict]:
 
 
 def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, seed: int = 0,
-             bad: bool = True, hd: bool = False) -> SampleRun:
-    """Write `series` series of `episodes` good episodes each (the last series `running`)."""
+             bad: bool = True, hd: bool = False, drifted: int = 2) -> SampleRun:
+    """Write `series` series of `episodes` good episodes each (the last series `running`).
+
+    The first `drifted` judged good episodes of the first series store a host label that is not
+    the one the contract gives (as a harness with a since-corrected gate would have stored)."""
     rng = random.Random(seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     briefs = load_briefs(meta_dir)
-    rubric = load_rubric(rubric_in_force(meta_dir))
+    rubric = load_rubric(rubric_in_force(meta_dir, JUDGE_RUBRIC))
     run = SampleRun(out, {}, [])
     samples = [f"s{i + 1}" for i in range(max(series - 1, 1))] + ["r2"]
     for index in range(series):
@@ -102,6 +121,10 @@ def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, s
             plan = EpisodePlan(series_id, f"{brief['brief_id']}-{sample}", brief,
                                variant=VARIANTS[(number + 5 * index) % len(VARIANTS)],
                                archive=number % 3 == 2, hd=hd)
+            plan.drifted = (index == 0 and len(run.drifted_ids) < drifted
+                            and plan.variant not in UNJUDGED_VARIANTS)
+            if plan.drifted:
+                run.drifted_ids.append(plan.episode_id)
             _write_episode(series_dir, plan, rng, rubric)
             run.episodes.append(plan)
         if bad and index == 0:
@@ -219,8 +242,12 @@ def _episode_files(plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> dic
     video, analysis = _video(plan, rng, rubric)
     if video is not None:
         files["out.mp4"] = video
-    if plan.variant != "unjudged" and analysis is not None and analysis.facts["video_ok"]:
-        files.update(_judge_files(brief, plan, rng, analysis, rubric, plan.variant == "harness_403"))
+    if plan.variant in UNJUDGED_VARIANTS:
+        gates = _planted_gates(plan)
+        plan.host = {"label": "FAIL" if "no_video" in gates else None, "host_rule": None,
+                     "host_gates_failed": gates}
+    else:
+        files.update(_judge_files(brief, plan, rng, analysis, rubric))
     return _make_bad(files, plan.bad)
 
 
@@ -329,16 +356,23 @@ def _work_files(brief: dict, secrets: dict[str, str]) -> dict[str, bytes]:
     }
 
 
-def _video(plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> tuple[bytes | None, VideoAnalysis | None]:
-    """The delivered out.mp4 (None when nothing was delivered) and what the harness measured on it."""
+@dataclass(frozen=True)
+class PlantedVideo:
+    """The decodable out.mp4 a plan asks for: aspect, length, and the black and frozen segments."""
+
+    aspect: str
+    duration_s: float
+    black: list[tuple[float, float]]
+    freeze: list[tuple[float, float]]
+
+
+def _planted_video(plan: EpisodePlan) -> PlantedVideo | None:
+    """None when the plan delivers nothing decodable."""
     brief, variant = plan.brief, plan.variant
-    if variant in ("no_video", "harness_403"):
-        return None, None
-    if variant == "undecodable":
-        return rng.randbytes(4096), None
+    if variant in ("no_video", "harness_403", "undecodable"):
+        return None
     aspect = "9:16" if variant == "wrong_aspect" and brief["aspect"] != "9:16" else (
         "16:9" if variant == "wrong_aspect" else brief["aspect"])
-    width, height = (HD_SIZES if plan.hd else SIZES)[aspect]
     duration = float(brief["duration_s"]) + (3.0 if variant == "long" else 0.0)
     black, freeze = [], []
     if variant == "black":
@@ -347,9 +381,58 @@ def _video(plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> tuple[bytes
         freeze = [(1.0, 3.6)]
     elif variant == "held_freeze" and brief.get("hold"):
         freeze = [(brief["hold"]["start_s"], duration)]
+    return PlantedVideo(aspect, duration, black, freeze)
+
+
+def _planted_gates(plan: EpisodePlan) -> list[str]:
+    """The gates contract 2 (v1.2 thresholds) fails for the video the plan planted, worked out from
+    the planted segments rather than measured. A loop brief's clip is periodic (its last frame sits
+    next to its first) and no variant breaks that, so `loop_seam` never fails here."""
+    video = _planted_video(plan)
+    if video is None:
+        return ["no_video"]
+    brief = plan.brief
+    wanted, hold = float(brief["duration_s"]), brief.get("hold")
+    frozen = video.freeze + video.black  # a black run is also frozen
+
+    def asked_for(start: float, end: float) -> bool:
+        return hold is not None and start >= hold["start_s"] - 0.25 and end <= hold["end_s"] + 0.25
+
+    fails = {
+        "duration": abs(video.duration_s - wanted) > max(1.0, 0.2 * wanted),
+        "aspect": video.aspect != brief["aspect"],
+        "black": any(end - start >= 1.0 for start, end in video.black),
+        "freeze": any(end - start >= 2.0 and not asked_for(start, end) for start, end in frozen),
+        "still": sum(end - start for start, end in frozen) >= 0.9 * video.duration_s,
+        "loop_seam": False,
+    }
+    return [gate for gate, failed in fails.items() if failed]
+
+
+def _contract_rule(answer: dict) -> tuple[str, str]:
+    """(rule, label) of contract 2's rule table, v1.2 column, for the answer the generator chose."""
+    severities = [d["severity"] for d in answer["defects"]]
+    critical, major, minor = (severities.count(kind) for kind in ("critical", "major", "minor"))
+    scores = list(answer["scores"].values())
+    table = (("R1", critical >= 1, "FAIL"), ("R2", major >= 3, "FAIL"), ("R3", min(scores) <= 2, "FAIL"),
+             ("R4", sum(scores) < 5 * len(scores), "FAIL"),  # s_mean < 5.0, in integers
+             ("R5", major >= 1, "PASS_WITH_NITS"), ("R6", min(scores) < 6, "PASS_WITH_NITS"),
+             ("R7", minor >= 3, "PASS_WITH_NITS"), ("R8", True, "PASS"))
+    return next((rule, label) for rule, holds, label in table if holds)
+
+
+def _video(plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> tuple[bytes | None, VideoAnalysis | None]:
+    """The delivered out.mp4 (None when nothing was delivered) and what the harness measured on it."""
+    brief, variant = plan.brief, plan.variant
+    if variant in ("no_video", "harness_403"):
+        return None, None
+    if variant == "undecodable":
+        return rng.randbytes(4096), None
+    planted = _planted_video(plan)
+    width, height = (HD_SIZES if plan.hd else SIZES)[planted.aspect]
     with tempfile.TemporaryDirectory() as tmp:
         path = write_video(Path(tmp) / "out.mp4", width=width, height=height, fps=HD_FPS if plan.hd else FPS,
-                           duration_s=duration, black=black, freeze=freeze,
+                           duration_s=planted.duration_s, black=planted.black, freeze=planted.freeze,
                            loop=bool(brief.get("loop")))
         sampler = rubric.sampler
         analysis = analyse_video(path, lambda d, f: sample_times(d, f, brief, frames=sampler.frames,
@@ -358,8 +441,9 @@ def _video(plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> tuple[bytes
 
 
 def _judge_files(brief: dict, plan: EpisodePlan, rng: random.Random, analysis: VideoAnalysis,
-                 rubric: Rubric, harness_error: bool) -> dict[str, bytes]:
-    """judge.json with a plausible answer, the host block the harness computed, and the frames."""
+                 rubric: Rubric) -> dict[str, bytes]:
+    """judge.json with a plausible answer, the host block the harness stored (the contract's label
+    for the planted answer and video, or a drifted one), and the frames."""
     scores = {axis: rng.randint(4, 9) for axis in AXES}
     defects = []
     roll = rng.random()
@@ -369,14 +453,16 @@ def _judge_files(brief: dict, plan: EpisodePlan, rng: random.Random, analysis: V
         defects.append({"severity": "major", "t_s": 2.1, "text": "title clips the right edge"})
     defects += [{"severity": "minor", "t_s": 0.5 * i, "text": "slight jitter"} for i in range(rng.randint(0, 3))]
     answer = {"scores": scores, "defects": defects, "summary": "Clear motion; see defects."}
-    host = host_verdict(answer=answer, facts=analysis.facts, delivered=True, brief=brief,
-                        harness_error=harness_error, rubric=rubric)
+    rule, rule_label = _contract_rule(answer)
+    gates = _planted_gates(plan)
+    plan.host = {"label": "FAIL" if gates else rule_label, "host_rule": rule, "host_gates_failed": gates}
+    plan.stored_host_label = DRIFTED_LABEL[plan.host["label"]] if plan.drifted else plan.host["label"]
     answer["verdict"] = "FAIL" if roll < 0.2 else ("PASS_WITH_NITS" if roll < 0.5 else "PASS")
     frames = [{"t_s": t, "reason": reason} for t, reason, _ in analysis.frames]
     judge = {
         "judge_model": "claude-fable-5.1", "rubric_version": rubric.version, "rubric_sha256": rubric.sha256,
         "judged_at": "2026-10-21T08:40:00Z", "frames": frames, "answer": answer,
-        "host": {"label": host["label"], "rule": host["host_rule"], "gates_failed": host["host_gates_failed"],
+        "host": {"label": plan.stored_host_label, "rule": rule, "gates_failed": gates,
                  "rubric_version": rubric.version},
     }
     files = {"judge.json": (json.dumps(judge, indent=2) + "\n").encode()}

@@ -6,11 +6,14 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from vae_pipeline.domain import contact_sheet as cs
+from vae_pipeline.domain import sampler
 from vae_pipeline.domain.sampler import sample_times, save_frames
 
 
@@ -102,7 +105,7 @@ def near(colour: tuple[int, int, int]):
     return Near()
 
 
-def test_save_frames_writes_jpegs_and_labels_atomically(tmp_path: Path) -> None:
+def test_save_frames_writes_jpegs_and_labels(tmp_path: Path) -> None:
     colours = [(250, 10, 10), (10, 250, 10), (10, 10, 250)]
     frames = [(0.0, "first", _solid(colours[0])), (1.5, "event", _solid(colours[1])),
               (2.967, "last", _solid(colours[2]))]
@@ -138,3 +141,45 @@ def test_contact_sheet_shows_every_frame_in_order_with_a_caption() -> None:
         assert caption.getextrema()[1] > 150  # text drawn on the dark band
     blank = sheet.crop((cs.PAD + 2 * cell_w, cs.PAD + cell_h, cs.PAD + 3 * cell_w - cs.PAD, 2 * cell_h))
     assert blank.convert("L").getextrema()[1] < 60  # the sixth cell of the grid is empty
+
+
+def _contents(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("crash", ["in the second frame", "before labels.json", "while swapping the folder"])
+def test_a_crash_while_saving_leaves_the_previous_frames_whole(tmp_path: Path, monkeypatch, crash: str) -> None:
+    out = tmp_path / "frames"
+    save_frames([(0.0, "first", _solid((250, 10, 10))), (1.5, "event", _solid((10, 250, 10))),
+                 (2.967, "last", _solid((10, 10, 250)))], out)
+    before = _contents(out)
+    newer = [(0.5 * i, "fill", _solid((40 * i, 200, 40))) for i in range(4)]
+    written: list[str] = []
+    real_write, real_rename = sampler.write_atomic, os.rename
+
+    def crashing_write(path: Path, data: bytes) -> None:
+        written.append(path.name)
+        if crash == "in the second frame" and len(written) == 2:
+            path.write_bytes(data[: len(data) // 2])  # half a file, then the process dies
+            raise OSError("simulated crash")
+        if crash == "before labels.json" and path.name == "labels.json":
+            raise OSError("simulated crash")
+        real_write(path, data)
+
+    def crashing_rename(source, target) -> None:
+        if crash == "while swapping the folder" and Path(target) == out and Path(source).name.endswith(".part"):
+            raise OSError("simulated crash")
+        real_rename(source, target)
+
+    monkeypatch.setattr(sampler, "write_atomic", crashing_write)
+    monkeypatch.setattr(os, "rename", crashing_rename)
+    with pytest.raises(OSError, match="simulated crash"):
+        save_frames(newer, out)
+    assert written, "the crash must come after a write began"
+    # the previous frames and labels, byte for byte, and nothing half-written or temporary anywhere
+    assert _contents(out) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["frames"]
+    monkeypatch.undo()
+    assert [label["file"] for label in save_frames(newer, out)] == ["f00.jpg", "f01.jpg", "f02.jpg", "f03.jpg"]
+    assert sorted(_contents(out)) == ["f00.jpg", "f01.jpg", "f02.jpg", "f03.jpg", "labels.json"]
+    assert [p.name for p in tmp_path.iterdir()] == ["frames"]

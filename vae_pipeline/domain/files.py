@@ -6,6 +6,8 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -23,7 +25,42 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    _fsync_folder(path.parent)
+
+
+@contextmanager
+def replacing_folder(target: Path) -> Iterator[Path]:
+    """A fresh staging folder beside `target` to fill; when the block ends it takes `target`'s place
+    whole, and if the block fails it is removed and `target` is left as it was. So a set of files
+    that belong together (frames and their labels) is never seen half old, half new: a crash
+    while filling leaves the old folder; one between the two renames of the swap leaves it beside
+    `target` under a dot-name, and never a mix."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent))
+    try:
+        yield staging
+        old = staging.with_suffix(".old")
+        moved = target.exists()
+        if moved:
+            os.rename(target, old)
+        try:
+            os.rename(staging, target)
+        except BaseException:
+            if moved:
+                os.rename(old, target)
+            raise
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if moved:
+        shutil.rmtree(old)
+    _fsync_folder(target.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in `folder` durable."""
+    dir_fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:

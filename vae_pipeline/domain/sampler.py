@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from vae_pipeline.domain.files import write_atomic
+from vae_pipeline.domain.files import replacing_folder, write_atomic
 
 # Float slack for "closer than 0.1 s" and for gap ties: 0.3 - 0.2 is 0.0999999..., which the
 # contract means as exactly 0.1 (kept), and two equal gaps must tie.
@@ -65,24 +65,18 @@ def sample_times(duration_s: float, fps: float, brief: dict, *, frames: int = 14
 
 def save_frames(frames: Sequence[tuple[float, str, Image.Image]], out_dir: Path,
                 quality: int = 90) -> list[dict]:
-    """Write `f00.jpg`, `f01.jpg`... and `labels.json` (written last); return the labels.
+    """Write `f00.jpg`, `f01.jpg`... and `labels.json` as one folder; return the labels.
 
-    Frame files of an earlier, longer save are removed so the folder matches its labels.
+    The folder is filled beside `out_dir` and then takes its place, so a crash never leaves
+    frames that disagree with their labels, and no frame of an earlier, longer save remains.
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     labels = []
-    for i, (t_s, reason, image) in enumerate(frames):
-        name = f"f{i:02d}.jpg"
-        rgb = image.convert("RGB")
-        encoded = io.BytesIO()
-        rgb.save(encoded, format="JPEG", quality=quality)
-        write_atomic(out_dir / name, encoded.getvalue())
-        labels.append({"file": name, "t_s": t_s, "reason": reason})
-    text = json.dumps(labels, indent=2) + "\n"
-    write_atomic(out_dir / "labels.json", text.encode("utf-8"))
-    keep = {label["file"] for label in labels}
-    for stale in out_dir.glob("f[0-9][0-9].jpg"):
-        if stale.name not in keep:
-            stale.unlink()
+    with replacing_folder(Path(out_dir)) as staging:
+        for i, (t_s, reason, image) in enumerate(frames):
+            name = f"f{i:02d}.jpg"
+            encoded = io.BytesIO()
+            image.convert("RGB").save(encoded, format="JPEG", quality=quality)
+            write_atomic(staging / name, encoded.getvalue())
+            labels.append({"file": name, "t_s": t_s, "reason": reason})
+        write_atomic(staging / "labels.json", (json.dumps(labels, indent=2) + "\n").encode("utf-8"))
     return labels

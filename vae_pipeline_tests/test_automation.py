@@ -7,11 +7,14 @@ import dagster as dg
 import duckdb
 import pytest
 
+from vae_pipeline.assets.episodes import episodes
+from vae_pipeline.assets.meta import rubric
 from vae_pipeline.cli import build
 from vae_pipeline.definitions import defs, resources_from_environ
 from vae_pipeline.freshness import inputs_fingerprint
 from vae_pipeline.partitions import SERIES
 from vae_pipeline.refresh import REFRESH_TAG, asset_specs
+from vae_pipeline.resources import ProjectMeta
 from vae_pipeline.schedules import nightly_refresh
 from vae_pipeline.sensors import new_series_sensor, refresh_followup_sensor
 from vae_pipeline.settings import apply_defaults
@@ -20,10 +23,13 @@ from vae_pipeline_tests.conftest import copy_runs
 PARTITIONED = {"episodes", "renders", "verdicts", "labels"}
 
 
-def _resources(runs, monkeypatch):
+def _resources_env(runs, monkeypatch) -> dict[str, str]:
     monkeypatch.setenv("VAE_RUNS_ROOT", str(runs))
-    env = apply_defaults()
-    resources = resources_from_environ(env)
+    return apply_defaults()
+
+
+def _resources(runs, monkeypatch):
+    resources = resources_from_environ(_resources_env(runs, monkeypatch))
     return {key: resources[key] for key in ("runs_root", "project_meta", "scrub_settings")}
 
 
@@ -115,14 +121,57 @@ def test_rubric_switch_rehosts_labels_only(sample_runs, pipeline_env, tmp_path):
     assert not PARTITIONED - {"labels"} & set(back["materialized"])
 
 
-@pytest.mark.parametrize("change", ["code_version", "upstream"])
-def test_fingerprint_moves_with_code_version_and_upstream(change):
-    spec = next(s for s in asset_specs() if s.key.to_user_string() == "labels")
+def _labels_spec() -> dg.AssetSpec:
+    return next(s for s in asset_specs() if s.key.to_user_string() == "labels")
+
+
+def test_fingerprint_moves_with_code_version():
+    spec = _labels_spec()
     with dg.instance_for_test() as instance:
         base = inputs_fingerprint(instance, spec, "s1", ["s1"], None)
-        if change == "code_version":
-            moved = inputs_fingerprint(instance, spec.replace_attributes(code_version="host-2"), "s1", ["s1"], None)
-        else:
-            moved = inputs_fingerprint(instance, spec, "s1", ["s1"], "another source version")
-        assert moved != base
+        assert inputs_fingerprint(instance, spec.replace_attributes(code_version="host-2"), "s1", ["s1"], None) != base
         assert inputs_fingerprint(instance, spec, "s1", ["s1"], None) == base
+
+
+def test_fingerprint_follows_what_the_upstream_materializations_produced(sample_runs, pipeline_env, tmp_path,
+                                                                         monkeypatch):
+    """labels[s] records the data versions of `rubric` and of `episodes[s]`, as real materializations
+    left them: a re-run that produced the same data leaves the fingerprint, different data moves
+    it, and another series' episodes do not touch it."""
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    resources = resources_from_environ(_resources_env(runs, monkeypatch))
+    series, other = sorted(s for s, status in sample_runs.series.items() if status == "completed")
+    instance = dg.DagsterInstance.get()
+    instance.add_dynamic_partitions(SERIES, [series, other])
+    spec = _labels_spec()
+
+    def fingerprint() -> str:
+        return inputs_fingerprint(instance, spec, series, [series, other], None)
+
+    def materialize(asset, partition: str | None = None, **overrides) -> None:
+        result = dg.materialize([asset], instance=instance, resources={**resources, **overrides},
+                                partition_key=partition)
+        assert result.success
+
+    nothing = fingerprint()
+    materialize(rubric)
+    under_12 = fingerprint()
+    assert under_12 != nothing
+    materialize(rubric)  # ran again on the same rubric: the same data version
+    assert fingerprint() == under_12
+    materialize(rubric, project_meta=ProjectMeta(path=str(pipeline_env["meta"]), rubric_version="1.0"))
+    assert fingerprint() not in (nothing, under_12)
+    materialize(rubric)  # back to 1.2: the data, and so the fingerprint, are 1.2's again
+    assert fingerprint() == under_12
+
+    materialize(episodes, series)
+    parsed = fingerprint()
+    assert parsed != under_12
+    materialize(episodes, series)  # nothing changed in the series: the same data version
+    assert fingerprint() == parsed
+    materialize(episodes, other)  # another series' episodes
+    assert fingerprint() == parsed
+    gone = next(p for p in sample_runs.episodes if p.series == series and p.bad is None and not p.archive)
+    shutil.rmtree(runs / series / gone.episode_id)
+    materialize(episodes, series)  # one episode fewer: different data
+    assert fingerprint() not in (nothing, under_12, parsed)

@@ -587,9 +587,8 @@ def built(tmp_path_factory):
         summary_12 = build(runs, dataset)
         ended_12 = datetime.now(UTC)
         first = published(dataset)
-        first["videos_dir"] = (dataset / "videos").is_dir()
-        first["video_bytes"] = {p.name: p.read_bytes() for p in (dataset / "videos").glob("*.mp4")} \
-            if first["videos_dir"] else {}
+        first["videos"] = sorted(p.name for p in (dataset / "videos").iterdir()) if (dataset / "videos").is_dir() else None
+        first["video_bytes"] = {p.name: p.read_bytes() for p in (dataset / "videos").glob("*.mp4")}
         time.sleep(1.1)  # rehosted_at has whole seconds: keep the two builds apart
         started_10 = datetime.now(UTC).replace(microsecond=0)
         summary_10 = build(runs, dataset, rubric_version="1.0")
@@ -735,23 +734,21 @@ def test_video_column_and_videos_folder(built):
         row = first["by_id"][episode_id]
         want = f"videos/{episode_id}.mp4" if episode_id in built["videos"] else None
         assert row["video"] == want, episode_id
-    # Contract 3: videos/<id>.mp4 is byte-identical to out.mp4. The pipeline does not write
-    # videos/ yet (being wired by another engineer): until it does, only the `video` column is
-    # checked above; once the folder exists, every delivered video must be in it, unchanged.
-    if first["videos_dir"]:
-        print("videos/ is present: checked byte for byte")
-        assert sorted(first["video_bytes"]) == sorted(f"{i}.mp4" for i in built["videos"])
-        for episode_id, data in built["videos"].items():
-            assert first["video_bytes"][f"{episode_id}.mp4"] == data, episode_id
-    # `archive`, when filled, is episodes/<UTC date of started_at>/<id>.tar.zst, and archive_sha256
-    # is its sha256 (ui-card-002-s1 started at 2026-10-21T23:30-02:00, i.e. on 2026-10-22 UTC).
+    # Contract 3: videos/<id>.mp4 is byte-identical to out.mp4, for every delivered video (the
+    # seven of DELIVERED) and nothing else: not the running series' episodes, not undelivered ones.
+    assert first["videos"] == sorted(f"{i}.mp4" for i in DELIVERED)
+    for episode_id, data in built["videos"].items():
+        assert first["video_bytes"][f"{episode_id}.mp4"] == data, episode_id
+    # Every published episode has an archive: episodes/<UTC date of started_at>/<id>.tar.zst, and
+    # archive_sha256 is its sha256 (ui-card-002-s1 started at 2026-10-21T23:30-02:00, i.e. on
+    # 2026-10-22 UTC; ui-card-001-r2 at 2026-10-22T09:00Z; the others on 2026-10-21).
     second = built["second"]
-    for row in second["rows"]:  # the folder as it is now, after the second build
-        if row["archive"] is not None:
-            date = {"ui-card-002-s1": "2026-10-22", "ui-card-001-r2": "2026-10-22"}.get(row["id"], "2026-10-21")
-            assert row["archive"] == f"episodes/{date}/{row['id']}.tar.zst"
-            data = (built["dataset"] / row["archive"]).read_bytes()
-            assert hashlib.sha256(data).hexdigest() == row["archive_sha256"], row["id"]
+    assert [row["id"] for row in second["rows"]] == PUBLISHED  # the folder as it is now, after the second build
+    for row in second["rows"]:
+        date = {"ui-card-002-s1": "2026-10-22", "ui-card-001-r2": "2026-10-22"}.get(row["id"], "2026-10-21")
+        assert row["archive"] == f"episodes/{date}/{row['id']}.tar.zst", row["id"]
+        data = (built["dataset"] / row["archive"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == row["archive_sha256"], row["id"]
 
 
 def test_invalid_episodes_are_reported_with_file_line_and_reason(built):
@@ -761,7 +758,7 @@ def test_invalid_episodes_are_reported_with_file_line_and_reason(built):
         entry = reported[key]
         assert (entry["file"], entry["line"]) == (file, line), entry
         assert entry["reason"] and "\n" not in entry["reason"], entry
-    assert "'..'" in reported[(S1, "scene-dotdot-011-s1")]["reason"] or ".." in reported[(S1, "scene-dotdot-011-s1")]["reason"]
+    assert "'..'" in reported[(S1, "scene-dotdot-011-s1")]["reason"]
     # publishing is blocked by the invalid episodes of the completed series, not by the running one's
     refusals = " ".join(c["description"] or "" for c in built["summary_12"]["checks"] if c["passed"] is False)
     assert "promo-gzip-010-s1" in refusals and "scene-dotdot-011-s1" in refusals, refusals

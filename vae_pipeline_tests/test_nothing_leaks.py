@@ -746,6 +746,7 @@ def test_the_cli_output_holds_no_planted_value(world: World) -> None:
 
 def test_redacted_keys_count_every_planted_credential_occurrence(world: World) -> None:
     problems = []
+    assert world.hand.episode_id in world.manifests()
     for episode_id, manifest in sorted(world.manifests().items()):
         files, sets = world.plan_values(episode_id)
         members = scrubbed_members(files)

@@ -387,7 +387,8 @@ def _planted_video(plan: EpisodePlan) -> PlantedVideo | None:
 def _planted_gates(plan: EpisodePlan) -> list[str]:
     """The gates contract 2 (v1.2 thresholds) fails for the video the plan planted, worked out from
     the planted segments rather than measured. A loop brief's clip is periodic (its last frame sits
-    next to its first) and no variant breaks that, so `loop_seam` never fails here."""
+    next to its first) and no variant breaks that (no brief of the banks both loops and holds),
+    so `loop_seam` never fails here."""
     video = _planted_video(plan)
     if video is None:
         return ["no_video"]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import jinja2
 
-from vae_pipeline.domain.files import write_atomic, write_if_changed
+from vae_pipeline.domain.files import write_if_changed
 from vae_pipeline.domain.host import gate_report
 from vae_pipeline.domain.rubric import Rubric
 
@@ -348,5 +348,5 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
     report.pages_written += _render(
         env, "index.html", report.index, site=".", series=entries, checks=inputs.checks, leaderboard=board,
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), rubric_version=inputs.rubric.version)
-    write_atomic(out / STATE, json.dumps(state, indent=2, sort_keys=True).encode())
+    write_if_changed(out / STATE, json.dumps(state, indent=2, sort_keys=True).encode())
     return report

@@ -10,9 +10,11 @@ when what they show changed (a fingerprint per series in `.state.json`); the ind
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import pickle
 import re
 import shutil
 from collections import Counter
@@ -80,9 +82,13 @@ def page_name(episode_id: str) -> str:
     return _UNSAFE.sub("_", episode_id) + ".html"
 
 
-def _environment() -> jinja2.Environment:
+@functools.cache
+def _environment(cache: Path) -> jinja2.Environment:
+    """Templates compiled once per process, and their bytecode kept in `cache` between processes."""
+    cache.mkdir(parents=True, exist_ok=True)
     return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                              bytecode_cache=jinja2.FileSystemBytecodeCache(str(cache)))
 
 
 def templates_version() -> str:
@@ -213,7 +219,7 @@ def episode_page(row: dict, inputs: SiteInputs, to_home: str) -> dict:
         "counts": [(name, row.get(name)) for name in COUNT_COLUMNS],
         "scrub": _scrub(row),
         "brief": brief,
-        "brief_json": json.dumps(brief, indent=2, ensure_ascii=False),
+        "brief_json": row.get("brief") or "",
     }
 
 
@@ -276,7 +282,9 @@ def _leaderboard_tables(board: Leaderboard) -> dict:
 
 
 def _fingerprint(*parts: object) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    """A hash of what a series' pages show. Pickle is fast; its bytes can differ for equal values
+    (shared objects), which only costs a needless re-render, never a missed one."""
+    return hashlib.sha256(pickle.dumps(parts, protocol=5)).hexdigest()[:24]
 
 
 def _read_state(out: Path) -> dict[str, str]:
@@ -287,12 +295,13 @@ def _read_state(out: Path) -> dict[str, str]:
 
 
 def _copy_static(out: Path) -> int:
-    return sum(write_if_changed(out / "static" / path.name, path.read_bytes())
+    return sum(write_if_changed(out / "static" / path.name, path.read_bytes(), durable=False)
                for path in sorted((TEMPLATES / "static").iterdir()))
 
 
 def _render(env: jinja2.Environment, template: str, path: Path, **context: object) -> int:
-    return write_if_changed(path, env.get_template(template).render(**context).encode())
+    # not fsynced one by one: render_site syncs once before it records what it wrote
+    return write_if_changed(path, env.get_template(template).render(**context).encode(), durable=False)
 
 
 def _render_series(env: jinja2.Environment, page: dict, out: Path) -> int:
@@ -315,7 +324,7 @@ def _remove_series(out: Path, series: str) -> None:
 def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
     """Write the site under `out` (inside `home`, the pipeline's home that holds the staged videos
     and frames). Series whose pages would come out the same are left as they are."""
-    env = _environment()
+    env = _environment(out / ".cache")
     version = templates_version()
     state = _read_state(out)
     report = RenderReport(index=out / "index.html")
@@ -342,11 +351,14 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
     if inputs.leaderboard is not None:
         board = _leaderboard_tables(inputs.leaderboard)
         if inputs.leaderboard.chart is not None:
-            report.pages_written += write_if_changed(out / LEADERBOARD_CHART, inputs.leaderboard.chart.read_bytes())
+            report.pages_written += write_if_changed(out / LEADERBOARD_CHART, inputs.leaderboard.chart.read_bytes(),
+                                                     durable=False)
     if board is None or not board["chart"]:
         (out / LEADERBOARD_CHART).unlink(missing_ok=True)
     report.pages_written += _render(
         env, "index.html", report.index, site=".", series=entries, checks=inputs.checks, leaderboard=board,
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), rubric_version=inputs.rubric.version)
+    if report.pages_written:
+        os.sync()  # the pages are on disk before the state says they were rendered
     write_if_changed(out / STATE, json.dumps(state, indent=2, sort_keys=True).encode())
     return report

@@ -43,9 +43,12 @@ def main(argv: list[str] | None = None) -> int:
             problems = open_page(page, path.as_uri())
             if problems:
                 raise SystemExit(f"{path}: {problems}")
+            if page.locator(".mark.freeze").count():  # show the playhead where a click took the video
+                page.locator(".mark.freeze").first.click()
+                page.wait_for_timeout(500)
             shot = Image.open(io.BytesIO(page.screenshot()))
             shot = shot.resize((960, round(shot.height * 960 / shot.width)), Image.LANCZOS)
-            shot.convert("RGB").quantize(colors=128).save(args.out / f"{name}.png", optimize=True)
+            shot.convert("RGB").quantize(colors=256).save(args.out / f"{name}.png", optimize=True)
             print(f"{args.out / f'{name}.png'}: {(args.out / f'{name}.png').stat().st_size:,} bytes")
         browser.close()
     return 0

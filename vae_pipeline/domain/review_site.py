@@ -223,6 +223,14 @@ def episode_page(row: dict, inputs: SiteInputs, to_home: str) -> dict:
     }
 
 
+def series_summary(series: str, rows: list[dict], inputs: SiteInputs) -> dict:
+    """What the index and the series page's header say about a series, from its rows alone."""
+    valid = [r for r in rows if r["valid"]]
+    return {"id": series, "status": rows[0]["series_status"], "withheld": inputs.withheld.get(series),
+            "valid": len(valid), "invalid": len(rows) - len(valid), "labels": _label_counts(valid),
+            "published": sum(1 for r in valid if r["id"] in inputs.published)}
+
+
 def series_page(series: str, rows: list[dict], inputs: SiteInputs, home: Path, out: Path) -> dict:
     """The series page and its episodes' pages; paths to the home are relative to each page."""
     valid = [r for r in rows if r["valid"]]
@@ -230,14 +238,11 @@ def series_page(series: str, rows: list[dict], inputs: SiteInputs, home: Path, o
     from_series = _relative(home, out / "series")
     for episode, row in zip(episodes, valid, strict=True):
         episode["thumbnail"] = f"{from_series}/{row['contact_sheet']}" if row.get("contact_sheet") else None
-    status = rows[0]["series_status"]
     return {
-        "id": series, "status": status, "withheld": inputs.withheld.get(series),
+        **series_summary(series, rows, inputs),
         "episodes": episodes,
         "invalid": [{"id": r["id"], "source": r["source"], "file": r["error_file"], "line": r["error_line"],
                      "reason": r["error_reason"]} for r in rows if not r["valid"]],
-        "labels": _label_counts(valid),
-        "published": sum(1 for e in episodes if e["published"]),
     }
 
 
@@ -246,27 +251,33 @@ def _label_counts(rows: list[dict]) -> dict[str, int]:
     return {label: counts.get(label, 0) for label in LABELS}
 
 
-def _why_not_published(page: dict, blocking: list[str]) -> str:
-    if page["withheld"]:
-        return f"withheld: {page['withheld']}"
-    if page["status"] != "completed":
-        return f"series is {page['status']}: only completed series are published"
+def _why_not_published(summary: dict, blocking: list[str]) -> str:
+    if summary["withheld"]:
+        return f"withheld: {summary['withheld']}"
+    if summary["status"] != "completed":
+        return f"series is {summary['status']}: only completed series are published"
     if blocking:
         return "in the dataset folder, but publishing is refused until these checks pass: " + ", ".join(blocking)
-    if not page["published"]:
+    if not summary["published"]:
         return "no valid episode to publish"
     return ""
 
 
-def _index_entry(page: dict, checks: list[CheckResult]) -> dict:
+def _index_entry(summary: dict, checks: list[CheckResult]) -> dict:
     """The index's line for a series. The release is one commit, so a failing blocking check
     holds back every series in it."""
-    in_release = page["status"] == "completed" and not page["withheld"]
+    in_release = summary["status"] == "completed" and not summary["withheld"]
     blocking = [c.name for c in checks if c.passed is False] if in_release else []
-    return {"id": page["id"], "status": page["status"], "episodes": len(page["episodes"]) + len(page["invalid"]),
-            "valid": len(page["episodes"]), "invalid": len(page["invalid"]), "labels": page["labels"],
-            "published": page["published"], "blocking": blocking,
-            "why_not": _why_not_published(page, blocking)}
+    return {**summary, "episodes": summary["valid"] + summary["invalid"], "blocking": blocking,
+            "why_not": _why_not_published(summary, blocking)}
+
+
+def _series_fingerprint(version: str, series: str, rows: list[dict], inputs: SiteInputs, out: Path) -> str:
+    """A hash of everything a series' pages are made from: its rows, what is said of them
+    elsewhere (published, withheld, label history), the rubric, the templates and the site's place."""
+    ids = [r["id"] for r in rows]
+    return _fingerprint(version, str(out), inputs.rubric.sha256, rows, inputs.withheld.get(series),
+                        [(i in inputs.published, inputs.withheld.get(i), inputs.history.get(i)) for i in ids])
 
 
 def _leaderboard_tables(board: Leaderboard) -> dict:
@@ -282,8 +293,8 @@ def _leaderboard_tables(board: Leaderboard) -> dict:
 
 
 def _fingerprint(*parts: object) -> str:
-    """A hash of what a series' pages show. Pickle is fast; its bytes can differ for equal values
-    (shared objects), which only costs a needless re-render, never a missed one."""
+    """Pickle is fast; its bytes can differ for equal values (shared objects), which only costs a
+    needless re-render, never a missed one."""
     return hashlib.sha256(pickle.dumps(parts, protocol=5)).hexdigest()[:24]
 
 
@@ -334,15 +345,14 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
         by_series.setdefault(row["series"], []).append(row)
     entries = []
     for series, rows in by_series.items():
-        page = series_page(series, rows, inputs, home, out)
-        fingerprint = _fingerprint(version, page)
+        fingerprint = _series_fingerprint(version, series, rows, inputs, out)
         if state.get(series) == fingerprint and (out / "series" / f"{series}.html").exists():
             report.series_unchanged.append(series)
         else:
-            report.pages_written += _render_series(env, page, out)
+            report.pages_written += _render_series(env, series_page(series, rows, inputs, home, out), out)
             state[series] = fingerprint
             report.series_rendered.append(series)
-        entries.append(_index_entry(page, inputs.checks))
+        entries.append(_index_entry(series_summary(series, rows, inputs), inputs.checks))
     for series in sorted(set(state) - set(by_series)):
         _remove_series(out, series)
         del state[series]

@@ -49,16 +49,17 @@ LEADERBOARD_ROWS = [  # contract 4's columns, values made up for the page
 
 
 def plant_in_brief(runs: Path, sample: SampleRun) -> tuple[str, dict[str, str]]:
-    """Credentials and a home path in the prompt of one run folder's brief.json; (episode, values)."""
+    """Every planted kind in the prompt of one run folder's brief.json; (episode, values). The
+    scrub replaces the credentials and the home path; the e-mail and IP stay in the brief as
+    findings, which the site must show by kind only."""
     plan = next(p for p in sample.episodes if p.bad is None and not p.archive and p.variant == "clean"
                 and sample.series[p.series] == "completed")
     values = planted_values(random.Random("test_review_browser"))
-    credentials = planted_text(values).splitlines()[:-1]  # the last line holds the e-mail and IP: findings
     path = runs / plan.series / plan.episode_id / "brief.json"
     brief = json.loads(path.read_text())
-    brief["prompt"] += "\n" + "\n".join(credentials)
+    brief["prompt"] += "\n" + planted_text(values)
     path.write_text(json.dumps(brief, indent=2) + "\n")
-    return plan.episode_id, {k: v for k, v in values.items() if k not in ("email", "public_ip")}
+    return plan.episode_id, values
 
 
 def plant_leaderboard(dataset: Path) -> None:
@@ -187,7 +188,8 @@ def test_no_planted_value_appears_in_any_page(site, sample_runs, page):
     for path in site["root"].rglob("*.html"):
         page.goto(path.as_uri())
         texts[f"{path.name} (as shown)"] = page.inner_text("body")
-    assert "<home>" in texts[f"{site['planted_episode']}.html (as shown)"]  # the planted brief, scrubbed
+    shown = texts[f"{site['planted_episode']}.html (as shown)"]  # the planted brief, scrubbed and masked
+    assert all(marker in shown for marker in ("<home>", "<finding:email>", "<finding:ip_address>"))
     for name, text in texts.items():
         leaked = [v[:12] for v in values if v in text]
         assert not leaked, f"{name} shows planted values starting {leaked}"

@@ -16,6 +16,7 @@ from vae_pipeline.domain import review_site
 from vae_pipeline.domain.host import gate_report
 from vae_pipeline.domain.review_site import SiteInputs, render_site
 from vae_pipeline.domain.rubric import load_rubric
+from vae_pipeline.domain.scrub import ScrubConfig
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META, isolate
 
@@ -147,3 +148,13 @@ def test_gate_report_without_a_video_fails_only_no_video():
                                   "threshold": "a decodable out.mp4", "failed": True}
     assert not any(g["failed"] for name, g in report.items() if name != "no_video")
     assert report["duration"]["measured"] is None
+
+
+def test_values_the_scrub_leaves_as_findings_are_masked_on_the_pages():
+    inputs = SiteInputs(rows=[], published=set(), withheld={}, checks=[], history={}, rubric=RUBRIC,
+                        scrub=ScrubConfig(hostname="gpu-07.render.internal", username="vae-runner"))
+    brief = {"prompt": "mail jane.doe@example.com from 52.14.200.1; reviewed by vae-runner",
+             "beats": [{"name": "call 34.1.2.3", "start_s": 0.0}], "duration_s": 8.0}
+    assert inputs.masked(brief) == {
+        "prompt": "mail <finding:email> from <finding:ip_address>; reviewed by <finding:user>",
+        "beats": [{"name": "call <finding:ip_address>", "start_s": 0.0}], "duration_s": 8.0}

@@ -25,7 +25,8 @@ from vae_pipeline.domain.review_site import (
 from vae_pipeline.domain.rows import load_withheld
 from vae_pipeline.domain.rubric import load_rubric
 from vae_pipeline.freshness import content_version, record_metadata
-from vae_pipeline.resources import DatasetFolder, ProjectMeta, Warehouse
+from vae_pipeline.resources import DatasetFolder, ProjectMeta, ScrubSettings, Warehouse
+from vae_pipeline.scrubbing import scrub_config
 
 LEADERBOARD_FILES = ("leaderboard.png", "data/leaderboard.parquet", "data/judge_agreement.parquet")
 
@@ -80,8 +81,8 @@ def read_leaderboard(dataset_folder: DatasetFolder) -> Leaderboard | None:
 @dg.asset(code_version="review_site-1", group_name="review", kinds={"html"},
           deps=[dataset_episodes, dataset_card])
 def review_site(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehouse: Warehouse,
-                dataset_folder: DatasetFolder, episode_table: pl.DataFrame, dataset_rows: pl.DataFrame,
-                rubric: pl.DataFrame) -> dg.MaterializeResult:
+                dataset_folder: DatasetFolder, scrub_settings: ScrubSettings, episode_table: pl.DataFrame,
+                dataset_rows: pl.DataFrame, rubric: pl.DataFrame) -> dg.MaterializeResult:
     """Static pages to watch every episode with its facts, frames, verdict and scrub report; a new
     series renders its own pages and the index, not the others'."""
     try:
@@ -91,7 +92,8 @@ def review_site(context: dg.AssetExecutionContext, project_meta: ProjectMeta, wa
     inputs = SiteInputs(
         rows=episode_table.to_dicts(), published=set(dataset_rows["id"].to_list()) if dataset_rows.height else set(),
         withheld=withheld, checks=latest_checks(context.instance), history=label_history(warehouse),
-        rubric=load_rubric(project_meta.root / rubric["file"][0]), leaderboard=read_leaderboard(dataset_folder))
+        rubric=load_rubric(project_meta.root / rubric["file"][0]), leaderboard=read_leaderboard(dataset_folder),
+        scrub=scrub_config(scrub_settings))
     report = render_site(inputs, warehouse.root, site_root(warehouse))
     failing = [c.name for c in inputs.checks if c.passed is False]
     return dg.MaterializeResult(

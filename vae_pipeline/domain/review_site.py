@@ -27,6 +27,7 @@ import jinja2
 from vae_pipeline.domain.files import write_if_changed
 from vae_pipeline.domain.host import gate_report
 from vae_pipeline.domain.rubric import Rubric
+from vae_pipeline.domain.scrub import ScrubConfig, compiled_kinds
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "review"
 SITE_DIR = "review"  # under the pipeline's home
@@ -66,6 +67,28 @@ class SiteInputs:
     history: dict[str, list[dict]]  # episode id -> label changes, oldest first
     rubric: Rubric
     leaderboard: Leaderboard | None = None
+    scrub: ScrubConfig = field(default_factory=ScrubConfig)  # the harness's host and user names
+
+    @functools.cached_property
+    def finding_patterns(self) -> list[tuple[re.Pattern[bytes], bytes]]:
+        """The scrub's kinds whose values stay in the files as findings (e-mails, IPs, leftover
+        credentials, host and user names as plain words): a page shows their kind, never a value."""
+        return [(kind.regex, f"<finding:{kind.name}>".encode())
+                for kind in compiled_kinds(self.scrub.hostname, self.scrub.username)
+                if kind.action == "finding" or kind.config_word]
+
+    def masked(self, value):
+        """`value` (a string, or lists and objects of them) with every finding's value masked."""
+        if isinstance(value, str):
+            data = value.encode()
+            for regex, marker in self.finding_patterns:
+                data = regex.sub(marker, data)
+            return data.decode()
+        if isinstance(value, list):
+            return [self.masked(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self.masked(item) for key, item in value.items()}
+        return value
 
 
 @dataclass
@@ -170,7 +193,7 @@ def _frames(row: dict, to_home: str) -> list[dict]:
             for i, f in enumerate(row.get("judge_frames") or [])]
 
 
-def _scrub(row: dict) -> dict | None:
+def _scrub(row: dict, inputs: SiteInputs) -> dict | None:
     """The scrub report: counts by kind, findings by file, line and kind — never a value."""
     if not row.get("bundle_parts"):
         return None
@@ -179,25 +202,25 @@ def _scrub(row: dict) -> dict | None:
     return {
         "placeholders": scrub["placeholders"], "redacted": scrub["redacted"],
         "redacted_keys": parts["redacted_keys"],
-        "findings": [{"file": f["file"], "line": f["line"], "kind": f["kind"], "allowed": f["allowed"]}
+        "findings": [{"file": inputs.masked(f["file"]), "line": f["line"], "kind": f["kind"], "allowed": f["allowed"]}
                      for f in scrub["findings"]],
-        "slimmed": parts["slimmed"], "excluded": parts["excluded"],
-        "vendor_files": [v["name"] for v in parts["vendor_files"]],
+        "slimmed": parts["slimmed"], "excluded": inputs.masked(parts["excluded"]),
+        "vendor_files": [inputs.masked(v["name"]) for v in parts["vendor_files"]],
         "manifest": row["archive"][: -len(".tar.zst")] + ".json" if row.get("archive") else None,
     }
 
 
 def episode_page(row: dict, inputs: SiteInputs, to_home: str) -> dict:
     """Everything an episode's page shows, as plain values (also what its fingerprint is made of)."""
-    brief = json.loads(row["brief"]) if row.get("brief") else {}
+    brief = inputs.masked(json.loads(row["brief"])) if row.get("brief") else {}
     withheld = inputs.withheld.get(row["id"]) or inputs.withheld.get(row["series"])
     return {
         "id": row["id"], "series": row["series"], "page": page_name(row["id"]),
-        "title": row.get("title"), "family": row.get("family"), "aspect": row.get("aspect"),
+        "title": brief.get("title"), "family": brief.get("family"), "aspect": row.get("aspect"),
         "duration_s": row.get("duration_s"), "label": _label(row), "host_rule": row.get("host_rule"),
         "gates_failed": row.get("host_gates_failed") or [], "positive_eligible": row.get("positive_eligible"),
         "harness_error": row.get("harness_error"), "result_status": row.get("result_status"),
-        "warnings": row.get("warnings") or [], "published": row["id"] in inputs.published, "withheld": withheld,
+        "warnings": inputs.masked(row.get("warnings") or []), "published": row["id"] in inputs.published, "withheld": withheld,
         "video": f"{to_home}/{row['staged_video']}" if row.get("staged_video") else None,
         "video_ok": row.get("video_ok"), "video_error": row.get("video_error"),
         "video_duration_s": row.get("video_duration_s"), "fps": row.get("fps"), "width": row.get("width"),
@@ -217,9 +240,9 @@ def episode_page(row: dict, inputs: SiteInputs, to_home: str) -> dict:
             "history": inputs.history.get(row["id"], []),
         },
         "counts": [(name, row.get(name)) for name in COUNT_COLUMNS],
-        "scrub": _scrub(row),
+        "scrub": _scrub(row, inputs),
         "brief": brief,
-        "brief_json": row.get("brief") or "",
+        "brief_json": json.dumps(brief, ensure_ascii=False),
     }
 
 
@@ -241,8 +264,9 @@ def series_page(series: str, rows: list[dict], inputs: SiteInputs, home: Path, o
     return {
         **series_summary(series, rows, inputs),
         "episodes": episodes,
-        "invalid": [{"id": r["id"], "source": r["source"], "file": r["error_file"], "line": r["error_line"],
-                     "reason": r["error_reason"]} for r in rows if not r["valid"]],
+        "invalid": [inputs.masked({"id": r["id"], "source": r["source"], "file": r["error_file"],
+                                   "reason": r["error_reason"]}) | {"line": r["error_line"]}
+                    for r in rows if not r["valid"]],
     }
 
 
@@ -276,7 +300,7 @@ def _series_fingerprint(version: str, series: str, rows: list[dict], inputs: Sit
     """A hash of everything a series' pages are made from: its rows, what is said of them
     elsewhere (published, withheld, label history), the rubric, the templates and the site's place."""
     ids = [r["id"] for r in rows]
-    return _fingerprint(version, str(out), inputs.rubric.sha256, rows, inputs.withheld.get(series),
+    return _fingerprint(version, str(out), inputs.rubric.sha256, inputs.scrub, rows, inputs.withheld.get(series),
                         [(i in inputs.published, inputs.withheld.get(i), inputs.history.get(i)) for i in ids])
 
 

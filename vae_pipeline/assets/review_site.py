@@ -100,6 +100,9 @@ def review_site(context: dg.AssetExecutionContext, project_meta: ProjectMeta, wa
         data_version=dg.DataVersion(content_version(report.index.read_bytes())),
         metadata={
             "site": dg.MetadataValue.url(report.index.resolve().as_uri()),
+            # a page served over http may not open file:// links: say how else to get there
+            "open_with": dg.MetadataValue.md("`vae review` prints this URL; `vae review --serve` serves the site "
+                                             "on 127.0.0.1"),
             "series": len(report.series_rendered) + len(report.series_unchanged),
             "series_rendered": dg.MetadataValue.json(report.series_rendered),
             "series_unchanged": len(report.series_unchanged),

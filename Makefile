@@ -9,13 +9,21 @@ $(BIN)/vae: pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(BIN)/vae
 
+# The browser tests drive Debian's Chromium (Playwright cannot download a browser here).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+$(CHROMIUM):
+	$(SUDO) apt-get update -q
+	$(SUDO) apt-get install -y -q chromium
+
 .PHONY: setup demo test bench
 setup: $(BIN)/vae
 
 demo: setup
 	$(BIN)/vae demo
 
-test: setup
+test: setup $(CHROMIUM)
 	$(BIN)/python -m pytest
 
 bench: setup

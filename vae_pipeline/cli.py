@@ -19,6 +19,7 @@ from pathlib import Path
 import dagster as dg
 
 from vae_pipeline.definitions import defs, resources_from_environ
+from vae_pipeline.domain.review_site import SITE_DIR
 from vae_pipeline.refresh import (
     REFRESH_TAG,
     failed_only_on_checks,
@@ -26,6 +27,7 @@ from vae_pipeline.refresh import (
     stale,
     sync_series,
 )
+from vae_pipeline.review_server import review_server
 from vae_pipeline.sample.generator import generate
 from vae_pipeline.settings import PROJECT_ROOT, apply_defaults
 
@@ -197,6 +199,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _say(f"summary: {(scratch / 'summary.json').resolve()}")
     vae = sys.argv[0] if Path(sys.argv[0]).name == "vae" else "vae"
     _say(f"open the Dagster UI on the same instance: {vae} ui --runs {runs} --out {out}")
+    _say(f"review site: {review_index(env).as_uri()}")
     return code
 
 
@@ -209,6 +212,34 @@ def cmd_ui(args: argparse.Namespace) -> int:
     command = ["dagster", "dev", "-w", str(workspace), "--port", str(args.port)]
     _say(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} {' '.join(command)}")
     os.execvp(command[0], command)
+    return 0
+
+
+# ---------------------------------------------------------------- vae review
+
+
+def review_index(env: dict[str, str]) -> Path:
+    """The review site's index under VAE_HOME (written by the `review_site` asset)."""
+    index = Path(env["VAE_HOME"]).resolve() / SITE_DIR / "index.html"
+    if not index.exists():
+        raise CliError(f"no review site in {index.parent}; run `vae build` first")
+    return index
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    env = apply_defaults()
+    index = review_index(env)
+    if not args.serve:
+        _say(index.as_uri())
+        return 0
+    server = review_server(Path(env["VAE_HOME"]), args.port)
+    _say(f"http://127.0.0.1:{server.server_port}/{SITE_DIR}/index.html (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 
@@ -289,6 +320,11 @@ def parser() -> argparse.ArgumentParser:
     ui.add_argument("--rubric-version")
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=cmd_ui)
+
+    review = sub.add_parser("review", help="print the review site's file:// URL, or serve it on 127.0.0.1")
+    review.add_argument("--serve", action="store_true", help="serve the site on 127.0.0.1 instead")
+    review.add_argument("--port", type=int, default=8765, help="with --serve (0: any free port)")
+    review.set_defaults(func=cmd_review)
 
     pub = sub.add_parser("publish", help="check, then publish the dataset folder to the Hub (dry run by default)")
     pub.add_argument("--dataset", required=True, type=Path)

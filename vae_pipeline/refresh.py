@@ -24,6 +24,7 @@ from vae_pipeline.assets.meta import (
     rubric_source,
 )
 from vae_pipeline.assets.renders import renders
+from vae_pipeline.assets.review_site import review_site, review_site_source
 from vae_pipeline.domain.series import Skipped, discover_series
 from vae_pipeline.freshness import SourceVersions, StaleItem, stale_items
 from vae_pipeline.partitions import SERIES
@@ -46,6 +47,7 @@ def source_versions(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settin
         rubric.key: lambda _: rubric_source(project_meta),
         dataset_meta.key: lambda _: dataset_meta_source(project_meta),
         dataset_rows.key: lambda _: withheld_source(project_meta),
+        review_site.key: lambda _: review_site_source(project_meta),
     }
 
 

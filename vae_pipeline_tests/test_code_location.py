@@ -8,7 +8,7 @@ from vae_pipeline.definitions import defs
 
 PROJECT = Path(__file__).resolve().parent.parent
 LINEAGE = {"brief_bank", "rubric", "episodes", "renders", "verdicts", "labels", "bundles", "episode_table",
-           "dataset_rows", "dataset_episodes", "dataset_card", "dataset_meta", "hub_release"}
+           "dataset_rows", "dataset_episodes", "dataset_card", "dataset_meta", "hub_release", "review_site"}
 
 
 def test_workspace_loads_without_settings(tmp_path):

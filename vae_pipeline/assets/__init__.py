@@ -9,9 +9,10 @@ from vae_pipeline.assets.labels import labels
 from vae_pipeline.assets.meta import brief_bank, dataset_meta, rubric
 from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS
 from vae_pipeline.assets.renders import renders
+from vae_pipeline.assets.review_site import review_site
 from vae_pipeline.assets.verdicts import verdicts
 
 ASSETS = [brief_bank, rubric, dataset_meta, episodes, renders, verdicts, labels, bundles, episode_table,
-          dataset_rows, dataset_episodes, dataset_card]
+          dataset_rows, dataset_episodes, dataset_card, review_site]
 
 __all__ = ["ASSETS", "PUBLISH_CHECKS"]

@@ -11,21 +11,26 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write through a temp file in the same folder, fsync it, rename: readers never see half."""
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write through a temp file in the same folder, fsync it, rename: readers never see half.
+
+    `durable=False` skips the fsyncs, for many small files the caller makes durable at once
+    (`os.sync()`) before recording that they were written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_folder(path.parent)
+    if durable:
+        _fsync_folder(path.parent)
 
 
 @contextmanager
@@ -67,11 +72,11 @@ def _fsync_folder(folder: Path) -> None:
         os.close(dir_fd)
 
 
-def write_if_changed(path: Path, data: bytes) -> bool:
+def write_if_changed(path: Path, data: bytes, *, durable: bool = True) -> bool:
     """`write_atomic` unless the file already holds `data` (its mtime then stays); True if written."""
     if path.exists() and path.read_bytes() == data:
         return False
-    write_atomic(path, data)
+    write_atomic(path, data, durable=durable)
     return True
 
 

@@ -40,19 +40,23 @@ def _black(facts: dict, brief: dict, gate: Gate) -> bool:
     return any(_lasts(span) >= _exact(gate.threshold("min_s")) for span in facts["black_ranges"])
 
 
-def _freeze(facts: dict, brief: dict, gate: Gate) -> bool:
+def _unasked_freezes(facts: dict, brief: dict, gate: Gate) -> list[Sequence[float]]:
+    """The freeze ranges not inside the brief's hold, widened by the margin on each side."""
     hold, margin = brief.get("hold"), _exact(gate.threshold("hold_margin_s"))
 
     def asked_for(span: Sequence[float]) -> bool:
-        """Inside the brief's hold, widened by the margin on each side."""
         return (
             hold is not None
             and _exact(span[0]) >= _exact(hold["start_s"]) - margin
             and _exact(span[1]) <= _exact(hold["end_s"]) + margin
         )
 
+    return [span for span in facts["freeze_ranges"] if not asked_for(span)]
+
+
+def _freeze(facts: dict, brief: dict, gate: Gate) -> bool:
     minimum = _exact(gate.threshold("min_s"))
-    return any(_lasts(span) >= minimum and not asked_for(span) for span in facts["freeze_ranges"])
+    return any(_lasts(span) >= minimum for span in _unasked_freezes(facts, brief, gate))
 
 
 def _still(facts: dict, brief: dict, gate: Gate) -> bool:
@@ -80,6 +84,54 @@ def gates_failed(facts: dict | None, delivered: bool, brief: dict, rubric: Rubri
     if not delivered or facts is None or not facts.get("video_ok"):
         return [NO_VIDEO]
     return [g.id for g in rubric.gates if g.id != NO_VIDEO and _CHECKS[g.id](facts, brief, g)]
+
+
+def _longest(spans: Sequence[Sequence[float]]) -> float:
+    return float(max((_lasts(span) for span in spans), default=Fraction(0)))
+
+
+def _measured(gate: Gate, facts: dict, brief: dict) -> tuple[object, str]:
+    """What `gate` measures on the video, and the threshold it is held to, for a person to read."""
+    if gate.id == "duration":
+        wanted = _exact(brief["duration_s"])
+        allowed = max(_exact(gate.threshold("min_s")), _exact(gate.threshold("fraction")) * wanted)
+        return facts["video_duration_s"], f"{float(wanted):g} s ± {float(allowed):g} s"
+    if gate.id == "aspect":
+        return facts["aspect"], f"= {brief['aspect']}"
+    if gate.id == "black":
+        return _longest(facts["black_ranges"]), f"longest black < {gate.threshold('min_s'):g} s"
+    if gate.id == "freeze":
+        return _longest(_unasked_freezes(facts, brief, gate)), (
+            f"longest freeze outside the hold (± {gate.threshold('hold_margin_s'):g} s) "
+            f"< {gate.threshold('min_s'):g} s")
+    if gate.id == "still":
+        return facts["still"], "not still"
+    if gate.id == "loop_seam":
+        if brief.get("loop") is not True:
+            return None, "only for a looping brief"
+        return facts["loop_seam"], f"≤ {gate.threshold('max'):g}"
+    raise ValueError(f"no measurement for gate {gate.id}")
+
+
+def gate_report(facts: dict | None, delivered: bool, brief: dict, rubric: Rubric) -> list[dict]:
+    """Every gate of the rubric with what it measured, its threshold and whether it failed —
+    the same checks as `gates_failed`, laid out for a reviewer."""
+    failed = set(gates_failed(facts, delivered, brief, rubric))
+    decodable = delivered and facts is not None and facts.get("video_ok")
+    report = []
+    for gate in rubric.gates:
+        if gate.id == NO_VIDEO:
+            measured = "decodable video" if decodable else ("not decodable" if delivered else "nothing delivered")
+            report.append({"gate": gate.id, "measured": measured, "threshold": "a decodable out.mp4",
+                           "failed": gate.id in failed})
+        elif not decodable:
+            report.append({"gate": gate.id, "measured": None, "threshold": "not measured without a video",
+                           "failed": False})
+        else:
+            measured, threshold = _measured(gate, facts, brief)
+            report.append({"gate": gate.id, "measured": measured, "threshold": threshold,
+                           "failed": gate.id in failed})
+    return report
 
 
 def _holds(condition: Condition, metrics: dict[str, int | Fraction]) -> bool:

@@ -1,0 +1,112 @@
+"""`review_site`: static pages for reviewing a release — never published, kept under VAE_HOME.
+
+It reads what the pipeline already stores: the episode table, the published rows, the label
+history in DuckDB, frames, contact sheets and staged videos under VAE_HOME, the latest results
+of the blocking checks from the instance, and the leaderboard files when the dataset has them.
+"""
+
+import dagster as dg
+import polars as pl
+
+from vae_pipeline.assets.dataset import WITHHELD
+from vae_pipeline.assets.dataset_card import dataset_card
+from vae_pipeline.assets.dataset_episodes import dataset_episodes
+from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS
+from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.files import files_version
+from vae_pipeline.domain.review_site import (
+    SITE_DIR,
+    CheckResult,
+    Leaderboard,
+    SiteInputs,
+    render_site,
+    templates_version,
+)
+from vae_pipeline.domain.rows import load_withheld
+from vae_pipeline.domain.rubric import load_rubric
+from vae_pipeline.freshness import content_version, record_metadata
+from vae_pipeline.resources import DatasetFolder, ProjectMeta, ScrubSettings, Warehouse
+from vae_pipeline.scrubbing import scrub_config
+
+LEADERBOARD_FILES = ("leaderboard.png", "data/leaderboard.parquet", "data/judge_agreement.parquet")
+
+
+def site_root(warehouse: Warehouse):
+    return warehouse.root / SITE_DIR
+
+
+def review_site_source(project_meta: ProjectMeta) -> str:
+    """The version of what the site reads besides its upstream assets: its templates and the
+    withheld list (for its reasons)."""
+    return content_version(templates_version(), files_version([project_meta.root / WITHHELD]))
+
+
+def latest_checks(instance: dg.DagsterInstance) -> list[CheckResult]:
+    """The latest result of every blocking check, as the instance recorded it."""
+    results = []
+    for check in PUBLISH_CHECKS:
+        for spec in check.check_specs:
+            record = instance.get_latest_asset_check_evaluation_record(spec.key)
+            evaluation = record.evaluation if record else None
+            results.append(CheckResult(spec.name, spec.description or "",
+                                       evaluation.passed if evaluation else None,
+                                       evaluation.description if evaluation else None))
+    return results
+
+
+def label_history(warehouse: Warehouse) -> dict[str, list[dict]]:
+    with warehouse.connect() as con:
+        tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "label_history" not in tables:
+            return {}
+        rows = con.execute("SELECT id, old_label, new_label, host_rubric_version, changed_at FROM label_history "
+                           "ORDER BY changed_at").fetchall()
+    history: dict[str, list[dict]] = {}
+    for episode_id, old, new, version, changed_at in rows:
+        history.setdefault(episode_id, []).append(
+            {"old_label": old, "new_label": new, "host_rubric_version": version, "changed_at": changed_at})
+    return history
+
+
+def read_leaderboard(dataset_folder: DatasetFolder) -> Leaderboard | None:
+    root = dataset_folder.root
+    chart, ratings, agreement = (root / name for name in LEADERBOARD_FILES)
+    if not (chart.exists() or ratings.exists()):
+        return None
+    return Leaderboard(chart=chart if chart.exists() else None,
+                       ratings=pl.read_parquet(ratings).to_dicts() if ratings.exists() else [],
+                       agreement=pl.read_parquet(agreement).to_dicts() if agreement.exists() else [])
+
+
+@dg.asset(code_version="review_site-1", group_name="review", kinds={"html"},
+          deps=[dataset_episodes, dataset_card])
+def review_site(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehouse: Warehouse,
+                dataset_folder: DatasetFolder, scrub_settings: ScrubSettings, episode_table: pl.DataFrame,
+                dataset_rows: pl.DataFrame, rubric: pl.DataFrame) -> dg.MaterializeResult:
+    """Static pages to watch every episode with its facts, frames, verdict and scrub report; a new
+    series renders its own pages and the index, not the others'."""
+    try:
+        _, _, withheld = load_withheld(project_meta.root / WITHHELD)
+    except BadInput as exc:
+        raise dg.Failure(description=f"meta/{exc}") from None
+    inputs = SiteInputs(
+        rows=episode_table.to_dicts(), published=set(dataset_rows["id"].to_list()) if dataset_rows.height else set(),
+        withheld=withheld, checks=latest_checks(context.instance), history=label_history(warehouse),
+        rubric=load_rubric(project_meta.root / rubric["file"][0]), leaderboard=read_leaderboard(dataset_folder),
+        scrub=scrub_config(scrub_settings))
+    report = render_site(inputs, warehouse.root, site_root(warehouse))
+    failing = [c.name for c in inputs.checks if c.passed is False]
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(content_version(report.index.read_bytes())),
+        metadata={
+            "site": dg.MetadataValue.url(report.index.resolve().as_uri()),
+            # a page served over http may not open file:// links: say how else to get there
+            "open_with": dg.MetadataValue.md("`vae review` prints this URL; `vae review --serve` serves the site "
+                                             "on 127.0.0.1"),
+            "series": len(report.series_rendered) + len(report.series_unchanged),
+            "series_rendered": dg.MetadataValue.json(report.series_rendered),
+            "series_unchanged": len(report.series_unchanged),
+            "pages_written": report.pages_written,
+            "failing_checks": dg.MetadataValue.md("\n".join(f"- `{name}`" for name in failing) or "none"),
+            **record_metadata(context, review_site_source(project_meta)),
+        })

@@ -1,0 +1,160 @@
+"""The review site without a browser: incremental through `vae build` (a new series renders its
+own pages and the index, nothing else), the asset's link for the Dagster UI, `vae review`, and
+the gate report an episode page shows, worked out by hand."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from vae_pipeline.cli import build, main
+from vae_pipeline.domain import review_site
+from vae_pipeline.domain.host import gate_report
+from vae_pipeline.domain.review_site import SiteInputs, render_site
+from vae_pipeline.domain.rubric import load_rubric
+from vae_pipeline.domain.scrub import ScrubConfig
+from vae_pipeline.sample.generator import generate
+from vae_pipeline_tests.conftest import META, isolate
+
+
+def mtimes(root: Path) -> dict[str, int]:
+    return {p.relative_to(root).as_posix(): p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
+
+
+def latest_site_metadata() -> dict:
+    records = dg.DagsterInstance.get().fetch_materializations(dg.AssetKey("review_site"), limit=1).records
+    return records[0].asset_materialization.metadata
+
+
+@pytest.fixture(scope="module")
+def two_then_three(tmp_path_factory):
+    """Two series built, then a third added and built: the site's files after each build."""
+    root = tmp_path_factory.mktemp("review_incremental")
+    sample = generate(root / "sample", META, series=3, episodes=1, seed=5, bad=False)
+    first, second, third = sorted(sample.series)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        paths = isolate(root, monkeypatch)
+        runs = root / "runs"
+        for series in (first, second):
+            shutil.copytree(sample.root / series, runs / series)
+        build(runs, paths["dataset"])
+        site = paths["home"] / "review"
+        before, before_metadata = mtimes(site), latest_site_metadata()
+        shutil.copytree(sample.root / third, runs / third)
+        summary = build(runs, paths["dataset"])
+        yield {"site": site, "before": before, "before_metadata": before_metadata, "after": mtimes(site),
+               "metadata": latest_site_metadata(), "summary": summary, "series": (first, second, third),
+               "paths": paths, "sample": sample}
+
+
+def test_a_new_series_renders_its_pages_and_the_index_only(two_then_three):
+    first, second, third = two_then_three["series"]
+    before, after = two_then_three["before"], two_then_three["after"]
+    assert two_then_three["before_metadata"]["series_rendered"].value == [first, second]
+    assert two_then_three["metadata"]["series_rendered"].value == [third]
+    assert two_then_three["summary"]["materialized"]["review_site"] == [None]
+    new = sorted(set(after) - set(before))
+    assert new == sorted([f"series/{third}.html",
+                          *(f"episodes/{third}/{p.episode_id}.html" for p in two_then_three["sample"].episodes
+                            if p.series == third)])
+    for series in (first, second):
+        pages = [name for name in before if name.startswith((f"series/{series}", f"episodes/{series}/"))]
+        assert pages and all(after[name] == before[name] for name in pages), series
+    assert after["index.html"] != before["index.html"]
+    assert third in (two_then_three["site"] / "index.html").read_text()
+
+
+def test_the_asset_links_the_site_for_the_dagster_ui(two_then_three):
+    site = two_then_three["metadata"]["site"]
+    assert isinstance(site, dg.UrlMetadataValue)
+    assert site.value == (two_then_three["site"] / "index.html").resolve().as_uri()
+    assert not [p for p in two_then_three["site"].rglob("*.part")]  # every write went through a temp name
+
+
+def test_vae_review_prints_the_site_url_or_says_to_build_first(two_then_three, capsys, tmp_path, monkeypatch):
+    assert main(["review"]) == 0
+    assert capsys.readouterr().out.strip() == (two_then_three["site"] / "index.html").resolve().as_uri()
+    monkeypatch.setenv("VAE_HOME", str(tmp_path / "empty"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "empty" / "dagster"))
+    assert main(["review"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "run `vae build` first" in err
+
+
+def site_inputs(home: Path, rubric_file: Path) -> SiteInputs:
+    rows = pl.read_parquet(home / "tables" / "episode_table" / "table.parquet").to_dicts()
+    return SiteInputs(rows=rows, published=set(), withheld={}, checks=[], history={},
+                      rubric=load_rubric(rubric_file))
+
+
+def test_unchanged_series_are_left_alone_a_template_change_renders_all_and_a_gone_series_goes(
+        two_then_three, tmp_path, monkeypatch):
+    home = two_then_three["paths"]["home"]
+    inputs = site_inputs(home, META / "rubric-v1.2.json")
+    out = home / "review-copy"
+    assert render_site(inputs, home, out).series_rendered == list(two_then_three["series"])
+    before = mtimes(out)
+    again = render_site(inputs, home, out)
+    assert again.series_rendered == [] and again.series_unchanged == list(two_then_three["series"])
+    assert {k: v for k, v in mtimes(out).items() if k != "index.html"} == \
+           {k: v for k, v in before.items() if k != "index.html"}
+    monkeypatch.setattr(review_site, "templates_version", lambda: "a different template")
+    assert render_site(inputs, home, out).series_rendered == list(two_then_three["series"])
+    first = two_then_three["series"][0]
+    inputs.rows = [r for r in inputs.rows if r["series"] != first]
+    report = render_site(inputs, home, out)
+    assert report.series_removed == [first] and report.series_rendered == []
+    assert not (out / "series" / f"{first}.html").exists() and not (out / "episodes" / first).exists()
+    assert "Leaderboard" not in (out / "index.html").read_text()
+
+
+# ---------------------------------------------------------------- the gate report, by hand
+
+
+RUBRIC = load_rubric(META / "rubric-v1.2.json")  # duration: min_s 1.0, fraction 0.2; black: 1.0; freeze: 2.0, hold ± 0.25
+BRIEF = {"duration_s": 8.0, "aspect": "16:9", "hold": {"start_s": 6.5, "end_s": 8.0}, "loop": False}
+
+
+def facts(**changes) -> dict:
+    return {"video_ok": True, "video_duration_s": 8.0, "fps": 15.0, "width": 192, "height": 108,
+            "black_ranges": [], "freeze_ranges": [], "still": False, "loop_seam": 3.0, "aspect": "16:9", **changes}
+
+
+def by_gate(report: list[dict]) -> dict[str, dict]:
+    return {g["gate"]: g for g in report}
+
+
+def test_gate_report_shows_each_measurement_against_its_threshold():
+    report = by_gate(gate_report(facts(video_duration_s=9.7, black_ranges=[[1.0, 1.5], [2.0, 3.2]],
+                                       freeze_ranges=[[0.5, 2.0], [6.3, 8.0]]), True, BRIEF, RUBRIC))
+    assert [g for g in report] == ["no_video", "duration", "aspect", "black", "freeze", "still", "loop_seam"]
+    # 8 s asked, allowed ± max(1.0, 0.2 × 8) = 1.6 s: 9.7 s is 1.7 s off
+    assert report["duration"] == {"gate": "duration", "measured": 9.7, "threshold": "8 s ± 1.6 s", "failed": True}
+    assert report["black"]["measured"] == pytest.approx(1.2) and report["black"]["failed"]
+    # [6.3, 8.0] lies inside the hold widened by 0.25 s; [0.5, 2.0] lasts 1.5 s < 2 s
+    assert report["freeze"]["measured"] == pytest.approx(1.5) and not report["freeze"]["failed"]
+    assert report["loop_seam"] == {"gate": "loop_seam", "measured": None, "threshold": "only for a looping brief",
+                                   "failed": False}
+    assert not report["no_video"]["failed"] and not report["aspect"]["failed"] and not report["still"]["failed"]
+
+
+def test_gate_report_without_a_video_fails_only_no_video():
+    report = by_gate(gate_report(None, False, BRIEF, RUBRIC))
+    assert report["no_video"] == {"gate": "no_video", "measured": "nothing delivered",
+                                  "threshold": "a decodable out.mp4", "failed": True}
+    assert not any(g["failed"] for name, g in report.items() if name != "no_video")
+    assert report["duration"]["measured"] is None
+
+
+def test_values_the_scrub_leaves_as_findings_are_masked_on_the_pages():
+    inputs = SiteInputs(rows=[], published=set(), withheld={}, checks=[], history={}, rubric=RUBRIC,
+                        scrub=ScrubConfig(hostname="gpu-07.render.internal", username="vae-runner"))
+    brief = {"prompt": "mail jane.doe@example.com from 52.14.200.1; reviewed by vae-runner",
+             "beats": [{"name": "call 34.1.2.3", "start_s": 0.0}], "duration_s": 8.0}
+    assert inputs.masked(brief) == {
+        "prompt": "mail <finding:email> from <finding:ip_address>; reviewed by <finding:user>",
+        "beats": [{"name": "call <finding:ip_address>", "start_s": 0.0}], "duration_s": 8.0}

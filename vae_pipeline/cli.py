@@ -18,6 +18,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from vae_pipeline.assets.meta import check_meta_folder
 from vae_pipeline.definitions import defs, resources_from_environ
 from vae_pipeline.refresh import (
     REFRESH_TAG,
@@ -84,6 +85,10 @@ def build(runs: Path, out: Path, *, rubric_version: str | None = None, max_round
 def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
     resources = resources_from_environ(env)
     runs_root, project_meta = resources["runs_root"], resources["project_meta"]
+    try:
+        check_meta_folder(project_meta)
+    except dg.Failure as exc:
+        raise CliError(exc.description) from None
     instance = dg.DagsterInstance.get()
     changes = sync_series(instance, runs_root)
     for skipped in changes.skipped:
@@ -172,14 +177,18 @@ def cmd_build(args: argparse.Namespace) -> int:
                     log_level="DEBUG" if args.debug else "CRITICAL")
     if args.summary:
         Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n")
-    counts = ", ".join(f"{k} ×{len(v)}" for k, v in summary["materialized"].items()) or "nothing (up to date)"
+    failed = summary["failed_runs"]
+    counts = ", ".join(f"{k} ×{len(v)}" for k, v in summary["materialized"].items()) \
+        or ("nothing" if failed else "nothing (up to date)")
     _say(f"materialized: {counts}")
+    for run in failed:
+        _say(f"failed: {run['partition'] or 'all series'}: {run['error']}")
     _say(f"invalid episodes: {len(summary['invalid_episodes'])}")
     for check in summary["checks"]:
         if check["passed"] is False:
             _say(f"check failed: {check['asset']}.{check['check']}: {check['description']}")
     _say(f"dataset: {Path(args.out).resolve()} ({time.monotonic() - started:.1f} s)")
-    return 1 if summary["failed_runs"] else 0
+    return 1 if failed else 0
 
 
 # ---------------------------------------------------------------- vae demo / ui

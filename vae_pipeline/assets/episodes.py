@@ -43,8 +43,7 @@ def parse_series(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings:
         info = read_series_json(series_dir / "series.json")
     except (BadInput, FileNotFoundError) as exc:
         raise dg.Failure(description=f"series {series_id}: no readable series.json ({exc})") from None
-    schema_path = project_meta.root / "brief.schema.json"
-    briefs = BriefValidator.from_file(schema_path)
+    briefs = BriefValidator.from_file(project_meta.required("brief.schema.json"))
     entries, _ = episode_entries(series_dir)
     rows, seen = [], set()
     scrub = scrub_config(scrub_settings)

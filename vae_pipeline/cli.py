@@ -215,9 +215,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
         os.environ["VAE_RUBRIC_VERSION"] = args.rubric_version
     apply_defaults()
     workspace = PROJECT_ROOT / "workspace.yaml"
-    command = ["dagster", "dev", "-w", str(workspace), "--port", str(args.port)]
+    # the interpreter running `vae`, not a `dagster` on PATH: `dagster dev` starts the webserver,
+    # the daemon and the code server with its own interpreter, so all of them run in this venv
+    command = [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "--host", args.host,
+               "--port", str(args.port)]
     _say(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} {' '.join(command)}")
-    os.execvp(command[0], command)
+    os.execv(command[0], command)
     return 0
 
 
@@ -297,6 +300,7 @@ def parser() -> argparse.ArgumentParser:
     ui.add_argument("--out", required=True, type=Path)
     ui.add_argument("--rubric-version")
     ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--host", default="127.0.0.1", help="address the webserver listens on")
     ui.set_defaults(func=cmd_ui)
 
     pub = sub.add_parser("publish", help="check, then publish the dataset folder to the Hub (dry run by default)")

@@ -1,9 +1,15 @@
 """`vae` as a new user runs it: the installed script, from any folder, with no setting."""
 
+import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -86,3 +92,65 @@ def test_a_build_whose_stages_failed_says_what_failed_never_up_to_date(small_run
     # a second build retries what failed, and still does not call itself up to date
     again = vae("build", "--runs", str(small_runs), "--out", "O", cwd=tmp_path, VAE_META_DIR=str(meta))
     assert again.returncode == 1 and "up to date" not in again.stdout, again.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+ASSET_NODES = "{ assetNodes { assetKey { path } } }"
+DAEMONS = "{ instance { daemonHealth { allDaemonStatuses { daemonType healthy } } } }"
+
+
+def graphql(port: int, query: str) -> dict:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        return json.loads(reply.read())["data"]
+
+
+def test_ui_as_demo_prints_it_serves_the_code_location_without_the_venv_on_path(small_runs, tmp_path):
+    """Before: `vae: error: [Errno 2] No such file or directory` (it exec'd `dagster` from PATH)."""
+    port = free_port()
+    log = (tmp_path / "ui.log").open("w+")
+    ui = subprocess.Popen([str(VAE), "ui", "--runs", str(small_runs), "--out", "O", "--port", str(port)],
+                          cwd=tmp_path, env=bare_environ(), stdout=log, stderr=subprocess.STDOUT,
+                          start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        info = None
+        while time.monotonic() < deadline and ui.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as reply:
+                    info = (reply.status, json.loads(reply.read()))
+                break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(1)
+        log.seek(0)
+        assert info is not None, f"the webserver never answered (exit {ui.poll()}):\n{log.read()[-3000:]}"
+        assert info[0] == 200 and "dagster_webserver_version" in info[1]
+        keys: set[str] = set()
+        while time.monotonic() < deadline and not keys:  # the code location loads after the server starts
+            nodes = graphql(port, ASSET_NODES)["assetNodes"]
+            keys = {"/".join(node["assetKey"]["path"]) for node in nodes}
+            time.sleep(0 if keys else 1)
+        assert {"episodes", "labels", "dataset_rows", "hub_release"} <= keys, keys
+        # the daemon (sensors, schedule, run queue) runs too and sends heartbeats
+        healthy: dict[str, bool] = {}
+        while time.monotonic() < deadline and not healthy.get("SENSOR"):
+            statuses = graphql(port, DAEMONS)["instance"]["daemonHealth"]["allDaemonStatuses"]
+            healthy = {s["daemonType"]: s["healthy"] for s in statuses}
+            time.sleep(0 if healthy.get("SENSOR") else 1)
+        assert healthy.get("SENSOR") and healthy.get("SCHEDULER"), healthy
+    finally:
+        if ui.poll() is None:
+            os.killpg(ui.pid, signal.SIGINT)  # dagster dev stops its webserver and daemon on Ctrl-C
+            try:
+                ui.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(ui.pid, signal.SIGKILL)
+                ui.wait()
+        log.close()
+    assert ui.returncode in (0, -signal.SIGINT, 130), ui.returncode

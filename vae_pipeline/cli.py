@@ -18,6 +18,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from vae_pipeline.assets.hub_release import left_out, refusal_text
 from vae_pipeline.assets.meta import check_meta_folder
 from vae_pipeline.definitions import defs, resources_from_environ
 from vae_pipeline.refresh import (
@@ -144,16 +145,18 @@ def _run_error(result: dg.ExecuteInProcessResult) -> str:
     return "run failed"
 
 
-def invalid_episodes(warehouse) -> list[dict]:
+def _episode_table_rows(warehouse, query: str) -> list[tuple]:
+    """The rows `query` selects from the warehouse's episode_table (none before the first build)."""
     if not warehouse.database.exists():
         return []
     with warehouse.connect() as con:
         tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        if "episode_table" not in tables:
-            return []
-        rows = con.execute(
-            "SELECT series, id, error_file, error_line, error_reason FROM episode_table "
-            "WHERE NOT valid ORDER BY series, id").fetchall()
+        return con.execute(query).fetchall() if "episode_table" in tables else []
+
+
+def invalid_episodes(warehouse) -> list[dict]:
+    rows = _episode_table_rows(warehouse, "SELECT series, id, error_file, error_line, error_reason FROM episode_table "
+                                          "WHERE NOT valid ORDER BY series, id")
     return [{"series": s, "episode": e, "file": f, "line": line, "reason": r} for s, e, f, line, r in rows]
 
 
@@ -227,29 +230,37 @@ def cmd_ui(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- vae publish
 
 
-def publish(dataset: Path, repo: str, *, yes: bool = False, pr: bool = False,
+def publish(dataset: Path, repo: str, *, runs: Path | None = None, yes: bool = False, pr: bool = False,
             log_level: str = "CRITICAL") -> tuple[bool, str]:
     """Run the `publish` job (blocking checks, then hub_release); (published or planned, text)."""
     if not dataset.is_dir():
         raise CliError(f"dataset folder {dataset} does not exist; run `vae build` first")
-    # the publish job reads no runs, but every resource needs its setting
-    runs = os.environ.get("VAE_RUNS_ROOT", str(dataset.resolve()))
-    with settings(VAE_DATASET_DIR=str(dataset.resolve()), VAE_HUB_REPO=repo, VAE_RUNS_ROOT=runs):
+    # the runs root is only read to name its folders that are no series; empty: not known
+    runs_root = str(runs.resolve()) if runs else os.environ.get("VAE_RUNS_ROOT", "")
+    with settings(VAE_DATASET_DIR=str(dataset.resolve()), VAE_HUB_REPO=repo, VAE_RUNS_ROOT=runs_root) as env:
         result = defs.resolve_job_def("publish").execute_in_process(
             instance=dg.DagsterInstance.get(), raise_on_error=False,
             run_config={"ops": {"hub_release": {"config": {"dry_run": not yes, "create_pr": pr}}},
                         "loggers": {"console": {"config": {"log_level": log_level}}}})
+        not_published = _left_out(env)
     for event in result.get_asset_materialization_events():
         metadata = event.step_materialization_data.materialization.metadata
         text = metadata["plan"].value.strip("`\n")
         if "url" in metadata:
             text += f"\npublished: {metadata['url'].value}"
         return True, text
-    failed = [f"- {e.asset_key.to_user_string()}.{e.check_name}: {e.description}"
+    failed = [f"{e.asset_key.to_user_string()}.{e.check_name}: {e.description}"
               for e in result.get_asset_check_evaluations() if not e.passed]
     if failed:
-        return False, "publishing refused:\n" + "\n".join(failed)
+        return False, refusal_text(failed, not_published)
     return False, _failure_description(result)
+
+
+def _left_out(env: dict[str, str]) -> list[str]:
+    """What the plan leaves out, from the last build's episode_table (the same lines as the plan)."""
+    resources = resources_from_environ(env)
+    statuses = _episode_table_rows(resources["warehouse"], "SELECT DISTINCT series, series_status FROM episode_table")
+    return left_out(resources["project_meta"], statuses, resources["runs_root"])
 
 
 def _failure_description(result: dg.ExecuteInProcessResult) -> str:
@@ -260,7 +271,7 @@ def _failure_description(result: dg.ExecuteInProcessResult) -> str:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    ok, text = publish(Path(args.dataset), args.repo, yes=args.yes, pr=args.pr,
+    ok, text = publish(Path(args.dataset), args.repo, runs=args.runs, yes=args.yes, pr=args.pr,
                        log_level="DEBUG" if args.debug else "CRITICAL")
     _say(text)
     if ok and not args.yes:
@@ -306,6 +317,8 @@ def parser() -> argparse.ArgumentParser:
     pub = sub.add_parser("publish", help="check, then publish the dataset folder to the Hub (dry run by default)")
     pub.add_argument("--dataset", required=True, type=Path)
     pub.add_argument("--repo", required=True, help="ORG/NAME of the dataset repository")
+    pub.add_argument("--runs", type=Path, help="the runs root, to name its folders that are no series "
+                     "(default: $VAE_RUNS_ROOT)")
     pub.add_argument("--yes", action="store_true", help="really publish (one commit)")
     pub.add_argument("--pr", action="store_true", help="open a pull request instead of committing to main")
     pub.set_defaults(func=cmd_publish)

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import huggingface_hub.constants
+import polars as pl
 import pytest
 
 from vae_pipeline.cli import build, main
@@ -71,11 +72,26 @@ def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample
     assert "bundles" in rebuilt["materialized"] and "episodes" not in rebuilt["materialized"]
     assert all(c["passed"] for c in rebuilt["checks"] if c["check"] in ("no_invalid_episodes", "no_scrub_findings"))
 
+    local = {p.relative_to(dataset).as_posix(): p.read_bytes() for p in dataset.rglob("*") if p.is_file()}
+    # what the pipeline did not write stays home: a killed write's temp file, an editor's backup
+    strays = {"README.md~": b"# my edit\n", "data/.episodes.parquet.x1.part": b"PAR1"}
+    for rel, content in strays.items():
+        (dataset / rel).write_bytes(content)
     code, out = _publish(capsys, dataset, "--runs", str(runs))
     assert code == 0 and "dry run: nothing was sent" in out, out
     assert all(f"episode {i['episode']}: withheld" in out for i in invalid) and "folder 2026-10-30-s9" in out
-    local = {p.relative_to(dataset).as_posix(): p.read_bytes() for p in dataset.rglob("*") if p.is_file()}
-    assert all(path in out for path in local)
+    assert all(f"  + {path} (" in out for path in local)
+    assert "not ours, not sent: 2 files" in out and all(f"  ! {path} (" in out for path in strays)
+
+    # episodes.jsonl and data/episodes.parquet that disagree (a write killed between the two) block
+    parquet = dataset / "data" / "episodes.parquet"
+    written = parquet.read_bytes()
+    rows = pl.read_parquet(parquet)
+    rows.slice(1).write_parquet(parquet)
+    code, out = _publish(capsys, dataset, "--runs", str(runs))
+    assert code == 1 and "publishing refused" in out
+    assert f"dataset_episodes.jsonl_and_parquet_agree: {rows['id'][0]}: only in episodes.jsonl" in out, out
+    parquet.write_bytes(written)
     assert "left out:" in out and "running" in out
     assert not hub.exists(REPO)
     assert {r.method for r in hub.requests} <= {"GET"}

@@ -13,8 +13,9 @@ import polars as pl
 from vae_pipeline.assets.dataset import dataset_rows, read_withheld
 from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
-from vae_pipeline.assets.meta import dataset_meta
+from vae_pipeline.assets.meta import dataset_meta, published_meta_files, rubric_file
 from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS
+from vae_pipeline.domain.dataset_files import DatasetFolderError, produced_files
 from vae_pipeline.domain.publish import (
     PublishError,
     execute_plan,
@@ -92,15 +93,17 @@ def hub_release(context: dg.AssetExecutionContext, config: PublishConfig, hub_re
                          metadata={"reasons": dg.MetadataValue.json(reasons),
                                    "left_out": dg.MetadataValue.json(not_published)})
     api = hub_api(hub_repo.endpoint or None)
+    meta_files = published_meta_files(project_meta.root, rubric_file(project_meta))
     try:
-        plan = plan_publish(dataset_folder.root, api, hub_repo.repo_id)
+        produced = produced_files(dataset_folder.root, meta_files)
+        plan = plan_publish(dataset_folder.root, api, hub_repo.repo_id, produced)
         text = format_plan(plan) + left_out_text(not_published)
         if config.dry_run:
             context.log.info("dry run: nothing sent")
             return dg.MaterializeResult(metadata={"mode": "dry run", "plan": dg.MetadataValue.md(f"```\n{text}\n```")})
         url = execute_plan(plan, api, hub_repo.repo_id, dataset_dir=dataset_folder.root,
                            create_pr=config.create_pr, message=config.message)
-    except PublishError as exc:
+    except (PublishError, DatasetFolderError) as exc:
         raise dg.Failure(description=f"publishing failed: {exc}") from None
     return dg.MaterializeResult(metadata={
         "mode": "pull request" if config.create_pr else "commit", "url": dg.MetadataValue.url(url),

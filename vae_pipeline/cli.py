@@ -21,6 +21,8 @@ import dagster as dg
 from vae_pipeline.assets.hub_release import left_out, refusal_text
 from vae_pipeline.assets.meta import check_meta_folder
 from vae_pipeline.definitions import defs, resources_from_environ
+from vae_pipeline.domain.line_scrub import scrub_line
+from vae_pipeline.domain.scrub import ScrubConfig
 from vae_pipeline.refresh import (
     REFRESH_TAG,
     failed_only_on_checks,
@@ -36,8 +38,15 @@ class CliError(Exception):
     """An error the user can act on, printed as one line."""
 
 
+def _scrubbed(text: str) -> str:
+    """What the CLI prints passes through the scrub: a line about an input may quote it."""
+    names = ScrubConfig(hostname=os.environ.get("VAE_HARNESS_HOSTNAME") or None,
+                        username=os.environ.get("VAE_HARNESS_USER") or None)
+    return scrub_line(text, names)
+
+
 def _say(message: str) -> None:
-    print(message, flush=True)
+    print(_scrubbed(message), flush=True)
 
 
 # ---------------------------------------------------------------- vae sample
@@ -141,7 +150,8 @@ def _run_error(result: dg.ExecuteInProcessResult) -> str:
             error = event.step_failure_data.error
             while error.cause is not None:
                 error = error.cause
-            return f"{event.step_key}: {error.cls_name}: {error.message.strip().splitlines()[0]}"
+            first = error.message.strip().splitlines()[0].removeprefix(f"{error.cls_name}: ")
+            return _scrubbed(f"{event.step_key}: {error.cls_name}: {first}")
     return "run failed"
 
 
@@ -335,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     except (CliError, OSError, ValueError, dg.DagsterError) as exc:
         if args.debug:
             raise
-        print(f"vae: error: {exc}", file=sys.stderr)
+        print(_scrubbed(f"vae: error: {exc}"), file=sys.stderr)
         return 2
 
 

@@ -15,6 +15,7 @@ import jsonschema
 
 from vae_pipeline.domain.episode_files import DEFAULT_SIZE_LIMIT, read_episode_files
 from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.line_scrub import scrub_line
 from vae_pipeline.domain.messages import count_messages, token_columns
 from vae_pipeline.domain.scrub import ScrubConfig, scrub_text
 from vae_pipeline.domain.series import EpisodeEntry, is_episode_id
@@ -132,6 +133,8 @@ def parse_episode(
                is_archive=entry.is_archive, valid=False, warnings=[])
     try:
         if not is_episode_id(entry.episode_id):
+            # the name is all there is to call it by: kept scrubbed (a folder named after a key)
+            row.update(id=scrub_line(entry.episode_id), source=scrub_line(entry.name))
             raise BadInput(entry.name, "folder or archive name is not a valid episode id")
         files = read_episode_files(entry, lambda name: name in REQUIRED_FILES, size_limit=size_limit)
         row.update(_parse_files(entry.episode_id, files.data, files.sizes, briefs, row["warnings"],

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.line_scrub import scrub_line
 
 SERIES_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 EPISODE_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")
@@ -40,10 +41,15 @@ class Series:
 
 @dataclass(frozen=True)
 class Skipped:
-    """A folder under the runs root that is not a usable series, and why."""
+    """A folder under the runs root that is not a usable series, and why. The name is input
+    (a folder named after a key is skipped, and printed): it is kept scrubbed."""
 
     name: str
     reason: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", scrub_line(self.name))
+        object.__setattr__(self, "reason", scrub_line(self.reason))
 
 
 @dataclass(frozen=True)

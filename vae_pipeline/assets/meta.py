@@ -7,7 +7,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.domain.episode import BriefValidator, load_json
+from vae_pipeline.domain.episode import load_json
+from vae_pipeline.domain.json_schema import SchemaValidator
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version, write_atomic
 from vae_pipeline.domain.rubric import (
@@ -30,7 +31,7 @@ def brief_bank_source(project_meta: ProjectMeta) -> str:
 
 def read_brief_bank(meta: Path, schema: Path) -> pl.DataFrame:
     """Every brief of every bank, validated against the schema; raises BadInput naming file and line."""
-    validator = BriefValidator.from_file(schema)
+    validator = SchemaValidator.from_file(schema)
     rows, seen = [], set()
     for path in sorted(meta.glob("brief-bank-*.jsonl")):
         bank = path.stem.removeprefix("brief-bank-")

@@ -646,19 +646,25 @@ def _run_cli(argv: list[str]) -> tuple[int, str, str, list[str]]:
     return code, out.getvalue(), err.getvalue(), records.lines
 
 
+def isolate_under(base: Path, mp: pytest.MonkeyPatch) -> None:
+    """Every setting pointing under `base` (meta/ a copy of the project's), with the harness's names."""
+    shutil.copytree(META, base / "meta")
+    home = base / "home"
+    for name, value in {
+        "VAE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "VAE_META_DIR": str(base / "meta"),
+        "VAE_DATASET_DIR": str(base / "dataset"), "VAE_RUNS_ROOT": str(base / "runs"),
+        "VAE_RUBRIC_VERSION": "latest", "VAE_HARNESS_HOSTNAME": HOST, "VAE_HARNESS_USER": USER,
+        "VAE_MAX_UNPACKED_BYTES": str(4 * 1024**3),
+    }.items():
+        mp.setenv(name, value)
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> World:
     base = tmp_path_factory.mktemp("nothing_leaks")
     meta, runs, dataset, home = base / "meta", base / "runs", base / "dataset", base / "home"
-    shutil.copytree(META, meta)
     with pytest.MonkeyPatch.context() as mp:
-        for name, value in {
-            "VAE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "VAE_META_DIR": str(meta),
-            "VAE_DATASET_DIR": str(dataset), "VAE_RUNS_ROOT": str(runs), "VAE_RUBRIC_VERSION": "latest",
-            "VAE_HARNESS_HOSTNAME": HOST, "VAE_HARNESS_USER": USER,
-            "VAE_MAX_UNPACKED_BYTES": str(4 * 1024**3),
-        }.items():
-            mp.setenv(name, value)
+        isolate_under(base, mp)
         sample = generate(runs, meta, series=2, episodes=3, seed=SEED, bad=False)
         hand = plant_hand_episode(sample)
         summaries = [base / "summary-debug.json", base / "summary.json"]
@@ -887,15 +893,8 @@ def failing_world(tmp_path_factory) -> FailingWorld:
 
     base = tmp_path_factory.mktemp("nothing_leaks_failing")
     meta, runs, dataset, home = base / "meta", base / "runs", base / "dataset", base / "home"
-    shutil.copytree(META, meta)
     with pytest.MonkeyPatch.context() as mp:
-        for name, value in {
-            "VAE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "VAE_META_DIR": str(meta),
-            "VAE_DATASET_DIR": str(dataset), "VAE_RUNS_ROOT": str(runs), "VAE_RUBRIC_VERSION": "latest",
-            "VAE_HARNESS_HOSTNAME": HOST, "VAE_HARNESS_USER": USER,
-            "VAE_MAX_UNPACKED_BYTES": str(4 * 1024**3),
-        }.items():
-            mp.setenv(name, value)
+        isolate_under(base, mp)
         sample = generate(runs, meta, series=1, episodes=2, seed=SEED, bad=False)
         values, series = plant_bad_episodes(sample)
         summaries = [base / "summary-debug.json", base / "summary.json"]

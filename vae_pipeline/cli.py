@@ -252,17 +252,16 @@ def publish(dataset: Path, repo: str, *, runs: Path | None = None, yes: bool = F
             instance=dg.DagsterInstance.get(), raise_on_error=False,
             run_config={"ops": {"hub_release": {"config": {"dry_run": not yes, "create_pr": pr}}},
                         "loggers": {"console": {"config": {"log_level": log_level}}}})
-        not_published = _left_out(env)
-    for event in result.get_asset_materialization_events():
-        metadata = event.step_materialization_data.materialization.metadata
-        text = metadata["plan"].value.strip("`\n")
-        if "url" in metadata:
-            text += f"\npublished: {metadata['url'].value}"
-        return True, text
-    failed = [f"{e.asset_key.to_user_string()}.{e.check_name}: {e.description}"
-              for e in result.get_asset_check_evaluations() if not e.passed]
-    if failed:
-        return False, refusal_text(failed, not_published)
+        for event in result.get_asset_materialization_events():
+            metadata = event.step_materialization_data.materialization.metadata
+            text = metadata["plan"].value.strip("`\n")
+            if "url" in metadata:
+                text += f"\npublished: {metadata['url'].value}"
+            return True, text
+        failed = [f"{e.asset_key.to_user_string()}.{e.check_name}: {e.description}"
+                  for e in result.get_asset_check_evaluations() if not e.passed]
+        if failed:
+            return False, refusal_text(failed, _left_out(env))
     return False, _failure_description(result)
 
 

@@ -79,18 +79,19 @@ def test_a_missing_meta_file_is_one_line_naming_the_file_and_the_setting(small_r
     assert "rubric-v" in done.stderr and "VAE_META_DIR" in done.stderr
 
 
-def test_a_build_whose_stages_failed_says_what_failed_never_up_to_date(small_runs, tmp_path):
-    meta = tmp_path / "meta"
+def test_a_build_whose_stages_failed_says_what_failed_never_up_to_date(tmp_path):
+    meta, no_series = tmp_path / "meta", tmp_path / "runs"
     shutil.copytree(META, meta)
+    no_series.mkdir()  # the unpartitioned stages are enough to fail
     with (meta / "brief-bank-v1.jsonl").open("a") as bank:
         bank.write("{not json\n")
-    done = vae("build", "--runs", str(small_runs), "--out", "O", cwd=tmp_path, VAE_META_DIR=str(meta))
+    done = vae("build", "--runs", str(no_series), "--out", "O", cwd=tmp_path, VAE_META_DIR=str(meta))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "up to date" not in done.stdout
     summary = [line for line in done.stdout.splitlines() if line.startswith("failed: ")]
     assert any("brief-bank-v1.jsonl" in line and "not valid JSON" in line for line in summary), done.stdout
     # a second build retries what failed, and still does not call itself up to date
-    again = vae("build", "--runs", str(small_runs), "--out", "O", cwd=tmp_path, VAE_META_DIR=str(meta))
+    again = vae("build", "--runs", str(no_series), "--out", "O", cwd=tmp_path, VAE_META_DIR=str(meta))
     assert again.returncode == 1 and "up to date" not in again.stdout, again.stdout
 
 

@@ -423,7 +423,7 @@ def test_a_produced_file_missing_from_the_folder_stops_the_plan(tmp_path):
     pipeline_folder(root, ["ep-1"])
     (root / "videos" / "ep-1.mp4").unlink()
     (root / "README.md").unlink()
-    with pytest.raises(DatasetFolderError, match=r"missing from the dataset folder: README\.md, videos/ep-1\.mp4"):
+    with pytest.raises(DatasetFolderError, match=r"missing from the dataset folder: README\.md \(from dataset_card\), videos/ep-1\.mp4;"):
         produced_files(root, ["meta/brief.schema.json"])
 
 

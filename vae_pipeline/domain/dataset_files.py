@@ -71,7 +71,9 @@ def produced_files(dataset_dir: Path, meta_files: Iterable[str]) -> set[str]:
     ours |= set(meta_files)
     if (root / ROWS_JSONL).is_file():
         ours |= {path for row in read_jsonl_rows(root) for path in row_files(row)}
-    missing = sorted(path for path in ours if not (root / path).is_file())
+    writers = {f.path: f.asset for f in PRODUCED_FILES}
+    missing = [f"{path} (from {writers[path]})" if path in writers else path
+               for path in sorted(ours) if not (root / path).is_file()]
     if missing:
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
         raise DatasetFolderError(f"missing from the dataset folder: {shown}; run `vae build`")

@@ -42,7 +42,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from vae_pipeline.domain.episode import BriefValidator, parse_episode
+from vae_pipeline.domain.episode import parse_episode
+from vae_pipeline.domain.json_schema import SchemaValidator
 from vae_pipeline.domain.series import EpisodeEntry, discover_series, episode_entries
 from vae_pipeline.sample.generator import generate, load_briefs
 
@@ -62,7 +63,7 @@ def all_entries(runs: Path) -> list[tuple[str, EpisodeEntry]]:
     return [(series.series_id, entry) for series in found for entry in episode_entries(series.path)[0]]
 
 
-def parse_ours(runs: Path, briefs: BriefValidator) -> dict[bool, float]:
+def parse_ours(runs: Path, briefs: SchemaValidator) -> dict[bool, float]:
     """The `episodes` stage's work for every series; seconds spent per kind (archive or not)."""
     spent = {False: 0.0, True: 0.0}
     found, _ = discover_series(runs)
@@ -164,7 +165,7 @@ def make_big(runs: Path, target: Path, megabytes: float, seed: int) -> Path:
 
 def run(runs: Path, repeat: int, profile: bool = False, label: str = "") -> dict[str, float]:
     entries = all_entries(runs)
-    briefs = BriefValidator.from_file(META / "brief.schema.json")
+    briefs = SchemaValidator.from_file(META / "brief.schema.json")
     counts = {kind: sum(1 for _, e in entries if e.is_archive == kind) for kind in (False, True)}
     sizes = {kind: sum(entry_bytes(e) for _, e in entries if e.is_archive == kind) for kind in (False, True)}
     print(f"input: {len(entries)} episodes ({counts[False]} folders {sizes[False] / 1e6:.1f} MB, "

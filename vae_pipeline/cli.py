@@ -18,8 +18,12 @@ from pathlib import Path
 
 import dagster as dg
 
+from vae_pipeline.assets.hub_release import left_out, refusal_text
+from vae_pipeline.assets.meta import check_meta_folder
 from vae_pipeline.definitions import defs, resources_from_environ
+from vae_pipeline.domain.line_scrub import scrub_line
 from vae_pipeline.domain.review_site import SITE_DIR
+from vae_pipeline.domain.scrub import ScrubConfig
 from vae_pipeline.refresh import (
     REFRESH_TAG,
     failed_only_on_checks,
@@ -36,8 +40,15 @@ class CliError(Exception):
     """An error the user can act on, printed as one line."""
 
 
+def _scrubbed(text: str) -> str:
+    """What the CLI prints passes through the scrub: a line about an input may quote it."""
+    names = ScrubConfig(hostname=os.environ.get("VAE_HARNESS_HOSTNAME") or None,
+                        username=os.environ.get("VAE_HARNESS_USER") or None)
+    return scrub_line(text, names)
+
+
 def _say(message: str) -> None:
-    print(message, flush=True)
+    print(_scrubbed(message), flush=True)
 
 
 # ---------------------------------------------------------------- vae sample
@@ -86,6 +97,10 @@ def build(runs: Path, out: Path, *, rubric_version: str | None = None, max_round
 def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
     resources = resources_from_environ(env)
     runs_root, project_meta = resources["runs_root"], resources["project_meta"]
+    try:
+        check_meta_folder(project_meta)
+    except dg.Failure as exc:
+        raise CliError(exc.description) from None
     instance = dg.DagsterInstance.get()
     changes = sync_series(instance, runs_root)
     for skipped in changes.skipped:
@@ -137,20 +152,23 @@ def _run_error(result: dg.ExecuteInProcessResult) -> str:
             error = event.step_failure_data.error
             while error.cause is not None:
                 error = error.cause
-            return f"{event.step_key}: {error.cls_name}: {error.message.strip().splitlines()[0]}"
+            first = error.message.strip().splitlines()[0].removeprefix(f"{error.cls_name}: ")
+            return _scrubbed(f"{event.step_key}: {error.cls_name}: {first}")
     return "run failed"
 
 
-def invalid_episodes(warehouse) -> list[dict]:
+def _episode_table_rows(warehouse, query: str) -> list[tuple]:
+    """The rows `query` selects from the warehouse's episode_table (none before the first build)."""
     if not warehouse.database.exists():
         return []
     with warehouse.connect() as con:
         tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        if "episode_table" not in tables:
-            return []
-        rows = con.execute(
-            "SELECT series, id, error_file, error_line, error_reason FROM episode_table "
-            "WHERE NOT valid ORDER BY series, id").fetchall()
+        return con.execute(query).fetchall() if "episode_table" in tables else []
+
+
+def invalid_episodes(warehouse) -> list[dict]:
+    rows = _episode_table_rows(warehouse, "SELECT series, id, error_file, error_line, error_reason FROM episode_table "
+                                          "WHERE NOT valid ORDER BY series, id")
     return [{"series": s, "episode": e, "file": f, "line": line, "reason": r} for s, e, f, line, r in rows]
 
 
@@ -174,14 +192,18 @@ def cmd_build(args: argparse.Namespace) -> int:
                     log_level="DEBUG" if args.debug else "CRITICAL")
     if args.summary:
         Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n")
-    counts = ", ".join(f"{k} ×{len(v)}" for k, v in summary["materialized"].items()) or "nothing (up to date)"
+    failed = summary["failed_runs"]
+    counts = ", ".join(f"{k} ×{len(v)}" for k, v in summary["materialized"].items()) \
+        or ("nothing" if failed else "nothing (up to date)")
     _say(f"materialized: {counts}")
+    for run in failed:
+        _say(f"failed: {run['partition'] or 'all series'}: {run['error']}")
     _say(f"invalid episodes: {len(summary['invalid_episodes'])}")
     for check in summary["checks"]:
         if check["passed"] is False:
             _say(f"check failed: {check['asset']}.{check['check']}: {check['description']}")
     _say(f"dataset: {Path(args.out).resolve()} ({time.monotonic() - started:.1f} s)")
-    return 1 if summary["failed_runs"] else 0
+    return 1 if failed else 0
 
 
 # ---------------------------------------------------------------- vae demo / ui
@@ -209,9 +231,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
         os.environ["VAE_RUBRIC_VERSION"] = args.rubric_version
     apply_defaults()
     workspace = PROJECT_ROOT / "workspace.yaml"
-    command = ["dagster", "dev", "-w", str(workspace), "--port", str(args.port)]
+    # the interpreter running `vae`, not a `dagster` on PATH: `dagster dev` starts the webserver,
+    # the daemon and the code server with its own interpreter, so all of them run in this venv
+    command = [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "--host", args.host,
+               "--port", str(args.port)]
     _say(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} {' '.join(command)}")
-    os.execvp(command[0], command)
+    os.execv(command[0], command)
     return 0
 
 
@@ -246,29 +271,36 @@ def cmd_review(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- vae publish
 
 
-def publish(dataset: Path, repo: str, *, yes: bool = False, pr: bool = False,
+def publish(dataset: Path, repo: str, *, runs: Path | None = None, yes: bool = False, pr: bool = False,
             log_level: str = "CRITICAL") -> tuple[bool, str]:
     """Run the `publish` job (blocking checks, then hub_release); (published or planned, text)."""
     if not dataset.is_dir():
         raise CliError(f"dataset folder {dataset} does not exist; run `vae build` first")
-    # the publish job reads no runs, but every resource needs its setting
-    runs = os.environ.get("VAE_RUNS_ROOT", str(dataset.resolve()))
-    with settings(VAE_DATASET_DIR=str(dataset.resolve()), VAE_HUB_REPO=repo, VAE_RUNS_ROOT=runs):
+    # the runs root is only read to name its folders that are no series; empty: not known
+    runs_root = str(runs.resolve()) if runs else os.environ.get("VAE_RUNS_ROOT", "")
+    with settings(VAE_DATASET_DIR=str(dataset.resolve()), VAE_HUB_REPO=repo, VAE_RUNS_ROOT=runs_root) as env:
         result = defs.resolve_job_def("publish").execute_in_process(
             instance=dg.DagsterInstance.get(), raise_on_error=False,
             run_config={"ops": {"hub_release": {"config": {"dry_run": not yes, "create_pr": pr}}},
                         "loggers": {"console": {"config": {"log_level": log_level}}}})
-    for event in result.get_asset_materialization_events():
-        metadata = event.step_materialization_data.materialization.metadata
-        text = metadata["plan"].value.strip("`\n")
-        if "url" in metadata:
-            text += f"\npublished: {metadata['url'].value}"
-        return True, text
-    failed = [f"- {e.asset_key.to_user_string()}.{e.check_name}: {e.description}"
-              for e in result.get_asset_check_evaluations() if not e.passed]
-    if failed:
-        return False, "publishing refused:\n" + "\n".join(failed)
+        for event in result.get_asset_materialization_events():
+            metadata = event.step_materialization_data.materialization.metadata
+            text = metadata["plan"].value.strip("`\n")
+            if "url" in metadata:
+                text += f"\npublished: {metadata['url'].value}"
+            return True, text
+        failed = [f"{e.asset_key.to_user_string()}.{e.check_name}: {e.description}"
+                  for e in result.get_asset_check_evaluations() if not e.passed]
+        if failed:
+            return False, refusal_text(failed, _left_out(env))
     return False, _failure_description(result)
+
+
+def _left_out(env: dict[str, str]) -> list[str]:
+    """What the plan leaves out, from the last build's episode_table (the same lines as the plan)."""
+    resources = resources_from_environ(env)
+    statuses = _episode_table_rows(resources["warehouse"], "SELECT DISTINCT series, series_status FROM episode_table")
+    return left_out(resources["project_meta"], statuses, resources["runs_root"])
 
 
 def _failure_description(result: dg.ExecuteInProcessResult) -> str:
@@ -279,7 +311,7 @@ def _failure_description(result: dg.ExecuteInProcessResult) -> str:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    ok, text = publish(Path(args.dataset), args.repo, yes=args.yes, pr=args.pr,
+    ok, text = publish(Path(args.dataset), args.repo, runs=args.runs, yes=args.yes, pr=args.pr,
                        log_level="DEBUG" if args.debug else "CRITICAL")
     _say(text)
     if ok and not args.yes:
@@ -319,6 +351,7 @@ def parser() -> argparse.ArgumentParser:
     ui.add_argument("--out", required=True, type=Path)
     ui.add_argument("--rubric-version")
     ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--host", default="127.0.0.1", help="address the webserver listens on")
     ui.set_defaults(func=cmd_ui)
 
     review = sub.add_parser("review", help="print the review site's file:// URL, or serve it on 127.0.0.1")
@@ -329,6 +362,8 @@ def parser() -> argparse.ArgumentParser:
     pub = sub.add_parser("publish", help="check, then publish the dataset folder to the Hub (dry run by default)")
     pub.add_argument("--dataset", required=True, type=Path)
     pub.add_argument("--repo", required=True, help="ORG/NAME of the dataset repository")
+    pub.add_argument("--runs", type=Path, help="the runs root, to name its folders that are no series "
+                     "(default: $VAE_RUNS_ROOT)")
     pub.add_argument("--yes", action="store_true", help="really publish (one commit)")
     pub.add_argument("--pr", action="store_true", help="open a pull request instead of committing to main")
     pub.set_defaults(func=cmd_publish)
@@ -345,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     except (CliError, OSError, ValueError, dg.DagsterError) as exc:
         if args.debug:
             raise
-        print(f"vae: error: {exc}", file=sys.stderr)
+        print(_scrubbed(f"vae: error: {exc}"), file=sys.stderr)
         return 2
 
 

@@ -54,6 +54,20 @@ class ProjectMeta(dg.ConfigurableResource):
     def pinned_rubric_version(self) -> str | None:
         return None if self.rubric_version in ("", "latest") else self.rubric_version
 
+    def required(self, name: str) -> Path:
+        """The meta file `name`, readable; otherwise a one-line failure naming it and the setting."""
+        path = self.root / name
+        try:
+            path.open("rb").close()
+        except OSError as exc:
+            raise dg.Failure(description=meta_problem(f"meta file {path}: {exc.strerror or type(exc).__name__}")) from None
+        return path
+
+
+def meta_problem(what: str) -> str:
+    """One line saying what in the meta folder cannot be used, and which setting names the folder."""
+    return f"{what} (the meta folder is set by VAE_META_DIR, by default the project's meta/)"
+
 
 class Warehouse(dg.ConfigurableResource):
     """The pipeline's own state: DuckDB database, frames and contact sheets, scratch space."""

@@ -1,6 +1,8 @@
 """Environment variables that configure the resources, and their defaults for local use.
 
-Read when a command starts (never at import), so the code location loads without them.
+Read when a command starts (never at import), so the code location loads without them. Relative
+paths are made absolute against the folder the command runs in, once, when it starts: the runs,
+the webserver and the daemon a command starts then all see the same folders.
 """
 
 from __future__ import annotations
@@ -10,10 +12,16 @@ import shutil
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The project's own meta/, found from the package's location (an editable install runs from the
+# checkout), so `vae` finds it from any folder and an operator's edits to it (withheld.jsonl,
+# scrub-allow.jsonl, a new rubric) take effect at the next build; VAE_META_DIR overrides it.
+PROJECT_META = PROJECT_ROOT / "meta"
+# Settings that name a folder: a relative value is resolved against the current folder.
+PATH_SETTINGS = ("VAE_HOME", "VAE_META_DIR", "VAE_RUNS_ROOT", "VAE_DATASET_DIR", "DAGSTER_HOME")
 
 DEFAULTS = {
-    "VAE_HOME": ".vae",  # the pipeline's own state: tables, DuckDB, frames, Dagster instance
-    "VAE_META_DIR": "meta",  # the project's meta/ folder
+    "VAE_HOME": ".vae",  # the pipeline's own state, in the folder the command runs in
+    "VAE_META_DIR": str(PROJECT_META),
     "VAE_RUBRIC_VERSION": "latest",  # or a version such as 1.0
     "VAE_HARNESS_HOSTNAME": "",  # the harness machine's host name, for the scrub
     "VAE_HARNESS_USER": "",  # the harness machine's user name, for the scrub
@@ -24,11 +32,15 @@ DEFAULTS = {
 
 
 def apply_defaults(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """Fill unset variables with their defaults; DAGSTER_HOME defaults to $VAE_HOME/dagster."""
+    """Fill unset variables with their defaults, make folder settings absolute; DAGSTER_HOME
+    defaults to $VAE_HOME/dagster."""
     env = os.environ if environ is None else environ
     for name, value in DEFAULTS.items():
         env.setdefault(name, value)
-    env.setdefault("DAGSTER_HOME", str(Path(env["VAE_HOME"]).resolve() / "dagster"))
+    env.setdefault("DAGSTER_HOME", str(Path(env["VAE_HOME"]) / "dagster"))
+    for name in PATH_SETTINGS:
+        if env.get(name):
+            env[name] = str(Path(env[name]).resolve())
     home = Path(env["DAGSTER_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():

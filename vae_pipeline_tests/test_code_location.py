@@ -32,4 +32,5 @@ def test_definitions_hold_the_whole_graph():
     blocking = {key.name for key in defs.resolve_asset_graph().asset_check_keys
                 if defs.resolve_asset_graph().get_check_spec(key).blocking}
     assert blocking == {"no_invalid_episodes", "no_scrub_findings", "files_match_manifests",
-                        "delivered_videos_present", "rows_and_archives_agree"}
+                        "delivered_videos_present", "rows_and_archives_agree",
+                        "jsonl_and_parquet_agree"}

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from vae_pipeline.domain.episode import BriefValidator, parse_episode
-from vae_pipeline.domain.series import discover_series, episode_entries
+from vae_pipeline.domain.episode import parse_episode
+from vae_pipeline.domain.json_schema import SchemaValidator
+from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.series import discover_series, episode_entries, read_series_json
 
 META = Path(__file__).resolve().parent.parent / "meta"
 BRIEF = json.loads((META / "brief-bank-v1.jsonl").read_text().splitlines()[0])
@@ -77,7 +79,7 @@ def tar_zst(files: dict, extra: list[tarfile.TarInfo] = ()) -> bytes:
 def parse_one(tmp_path: Path, name: str, **kwargs) -> dict:
     entries, _ = episode_entries(tmp_path)
     entry = next(e for e in entries if e.name == name)
-    return parse_episode("s", entry, BriefValidator.from_file(META / "brief.schema.json"), **kwargs)
+    return parse_episode("s", entry, SchemaValidator.from_file(META / "brief.schema.json"), **kwargs)
 
 
 def test_counting_columns_follow_the_contract(tmp_path):
@@ -139,6 +141,8 @@ def _member(name, kind, size=0):
 GOOD = episode_files()
 WRONG_TYPE_BRIEF = json.dumps({**BRIEF, "duration_s": "8"}, indent=2)
 WRONG_TYPE_LINE = 1 + WRONG_TYPE_BRIEF.splitlines().index('  "duration_s": "8",')
+WRONG_TYPE_RESULT = json.dumps({**RESULT, "turns": "4"}, indent=2)
+WRONG_TYPE_RESULT_LINE = 1 + WRONG_TYPE_RESULT.splitlines().index('  "turns": "4",')
 BAD_MESSAGES = GOOD["messages.jsonl"].replace(b'"subtype": "init"}', b'"subtype": "init"', 1)
 
 
@@ -147,7 +151,8 @@ BAD_MESSAGES = GOOD["messages.jsonl"].replace(b'"subtype": "init"}', b'"subtype"
     ("a-s1", {**GOOD, "brief.json": b'{"brief_id": \n'}, "brief.json", 2, "not valid JSON"),
     ("a-s1", {**GOOD, "messages.jsonl": BAD_MESSAGES}, "messages.jsonl", 1, "not valid JSON"),
     ("a-s1", {**GOOD, "brief.json": WRONG_TYPE_BRIEF.encode()}, "brief.json", WRONG_TYPE_LINE, "duration_s"),
-    ("a-s1", {**GOOD, "result.json": json.dumps({**RESULT, "turns": "4"}).encode()}, "result.json", None, "turns"),
+    ("a-s1", {**GOOD, "result.json": WRONG_TYPE_RESULT.encode()}, "result.json", WRONG_TYPE_RESULT_LINE,
+     "turns must be an integer"),
     ("Bad_ID-s1", GOOD, "Bad_ID-s1", None, "not a valid episode id"),
 ])
 def test_bad_folder_episodes_name_file_line_and_reason(tmp_path, name, data, file, line, reason):
@@ -210,3 +215,33 @@ def test_series_discovery_skips_bad_ids_and_unreadable_series_json(tmp_path):
         "2026-10-22-s2": "no readable series.json",
         "no-json": "no readable series.json",
     }
+
+
+SERIES = {"series_id": "2026-10-21-s1", "sample": "s1", "status": "completed", "actor": {"model": "m"}}
+
+
+@pytest.mark.parametrize("change, reason, key", [
+    (lambda d: d.update(status="done"), "status must be one of running, paused, completed", "status"),
+    (lambda d: d.update(series_id=5), "series_id must be a string", "series_id"),
+    (lambda d: d.pop("sample"), "missing field sample", None),
+    (lambda d: d.update(actor="secret-actor"), "actor must be a JSON object", "actor"),
+])
+def test_series_json_is_checked_against_its_schema_by_field_and_line(tmp_path, change, reason, key):
+    doc = json.loads(json.dumps(SERIES))
+    change(doc)
+    text = json.dumps(doc, indent=2)
+    (tmp_path / "series.json").write_text(text)
+    with pytest.raises(BadInput) as caught:
+        read_series_json(tmp_path / "series.json")
+    assert (caught.value.file, caught.value.reason) == ("series.json", reason)
+    expected_line = None if key is None else 1 + [n for n, line in enumerate(text.splitlines())
+                                                  if line.startswith(f'  "{key}"')][0]
+    assert caught.value.line == expected_line
+    assert "done" not in reason and "secret-actor" not in reason
+
+
+def test_the_input_schemas_sit_in_meta_beside_the_brief_schema():
+    for name in ("brief", "judge", "result", "series"):
+        schema = json.loads((META / f"{name}.schema.json").read_text())
+        assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+        assert schema["$id"] == f"vae-pipeline/{name}.schema.json"

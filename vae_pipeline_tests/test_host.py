@@ -371,7 +371,8 @@ BAD = {
     "bool score": (lambda d: d["answer"]["scores"].update(typography=True), "answer.scores.typography must be"),
     "string score": (lambda d: d["answer"]["scores"].update(typography="8"), "answer.scores.typography must be"),
     "missing axis": (lambda d: d["answer"]["scores"].pop("engagement"), "missing field answer.scores.engagement"),
-    "extra axis": (lambda d: d["answer"]["scores"].update(pacing=5), "not one of the six axes"),
+    "extra axis": (lambda d: d["answer"]["scores"].update(pacing=5),
+                   "answer.scores holds a key that is not one of brief_fidelity, composition, typography"),
     "unknown severity": (
         lambda d: d["answer"]["defects"][0].update(severity="catastrophic"),
         "answer.defects[0].severity must be one of critical, major, minor",
@@ -402,6 +403,25 @@ def test_parse_judge_refuses_bad_fields(case):
     assert "\n" not in caught.value.reason
     # the reason names the field, never the value found there
     assert not any(word in caught.value.reason for word in ("catastrophic", "GREAT", "pacing", "7.5"))
+
+
+def test_a_bad_judge_field_is_reported_on_its_line():
+    # json.dumps(JUDGE, indent=2): line numbers counted in that layout
+    lines = json.dumps(JUDGE, indent=2).splitlines()
+
+    def line(needle: str) -> int:
+        return next(n for n, text in enumerate(lines, start=1) if needle in text)
+
+    cases = [
+        (lambda d: d["answer"]["scores"].update(motion=11), line('"motion"')),
+        (lambda d: d["answer"]["defects"][0].update(severity="catastrophic"), line('"severity"')),
+        (lambda d: d["host"].update(rule=5), line('"rule"')),
+        (lambda d: d["answer"]["scores"].pop("engagement"), line('"scores"')),  # missing: its object's line
+    ]
+    for change, expected in cases:
+        with pytest.raises(BadInput) as caught:
+            parse_judge(_broken(change))
+        assert caught.value.line == expected, caught.value
 
 
 def test_parse_judge_refuses_nan_and_non_objects():

@@ -646,19 +646,25 @@ def _run_cli(argv: list[str]) -> tuple[int, str, str, list[str]]:
     return code, out.getvalue(), err.getvalue(), records.lines
 
 
+def isolate_under(base: Path, mp: pytest.MonkeyPatch) -> None:
+    """Every setting pointing under `base` (meta/ a copy of the project's), with the harness's names."""
+    shutil.copytree(META, base / "meta")
+    home = base / "home"
+    for name, value in {
+        "VAE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "VAE_META_DIR": str(base / "meta"),
+        "VAE_DATASET_DIR": str(base / "dataset"), "VAE_RUNS_ROOT": str(base / "runs"),
+        "VAE_RUBRIC_VERSION": "latest", "VAE_HARNESS_HOSTNAME": HOST, "VAE_HARNESS_USER": USER,
+        "VAE_MAX_UNPACKED_BYTES": str(4 * 1024**3),
+    }.items():
+        mp.setenv(name, value)
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> World:
     base = tmp_path_factory.mktemp("nothing_leaks")
     meta, runs, dataset, home = base / "meta", base / "runs", base / "dataset", base / "home"
-    shutil.copytree(META, meta)
     with pytest.MonkeyPatch.context() as mp:
-        for name, value in {
-            "VAE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "VAE_META_DIR": str(meta),
-            "VAE_DATASET_DIR": str(dataset), "VAE_RUNS_ROOT": str(runs), "VAE_RUBRIC_VERSION": "latest",
-            "VAE_HARNESS_HOSTNAME": HOST, "VAE_HARNESS_USER": USER,
-            "VAE_MAX_UNPACKED_BYTES": str(4 * 1024**3),
-        }.items():
-            mp.setenv(name, value)
+        isolate_under(base, mp)
         sample = generate(runs, meta, series=2, episodes=3, seed=SEED, bad=False)
         hand = plant_hand_episode(sample)
         summaries = [base / "summary-debug.json", base / "summary.json"]
@@ -820,3 +826,149 @@ def test_findings_name_every_planted_email_ip_and_plain_user_by_file_line_and_ki
         elif not (check["description"] or "").startswith(f"{total} finding(s)"):
             problems.append(f"no_scrub_findings should count {total} findings: {check['description'][:200]}")
     assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------- failing runs: bad input that names a key
+
+
+@dataclass
+class FailingWorld:
+    values: dict[str, dict[str, str]]  # tag -> planted values
+    bad_ids: list[str]  # the invalid episodes, as the summary must name them (scrubbed)
+    cli: list[tuple[str, str]]
+    codes: list[int]
+    summaries: list[dict]
+    run_statuses: list[str]
+    views: dict[str, list[View]]
+
+
+def _tar_zst(members: list[tuple[tarfile.TarInfo, bytes | None]]) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return zstandard.ZstdCompressor().compress(raw.getvalue())
+
+
+def plant_bad_episodes(sample: SampleRun) -> tuple[dict[str, dict[str, str]], str]:
+    """Bad input whose broken part holds a planted key and a home path, in the completed series:
+    a messages.jsonl line cut short inside a string, an archive whose link member is named after a
+    key under a home path, a run folder named after a key, and a series folder named after a key."""
+    completed = next(s for s, status in sample.series.items() if status == "completed")
+    good = next(p for p in sample.episodes if p.series == completed and not p.archive)
+    source = {name: (sample.root / completed / good.episode_id / name).read_bytes()
+              for name in ("brief.json", "result.json", "messages.jsonl")}
+    values = {tag: hand_values(f"failing/{tag}") for tag in ("broken line", "member name", "folder", "series")}
+
+    broken = values["broken line"]
+    folder = sample.root / completed / "broken-line-s9"
+    folder.mkdir()
+    (folder / "brief.json").write_bytes(source["brief.json"])
+    (folder / "result.json").write_bytes(source["result.json"])
+    first = source["messages.jsonl"].splitlines()[0]
+    cut = (f'{{"type": "user", "message": {{"content": "export ANTHROPIC_API_KEY={broken["anthropic"]} '
+           f'# from {broken["home"]}/.config/{HOST}/token').encode()
+    (folder / "messages.jsonl").write_bytes(first + b"\n" + cut + b"\n")
+
+    named = values["member name"]
+    link = tarfile.TarInfo(f"work/copy of {named['home']}/{named['openai']}/id_rsa")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    members = []
+    for name, data in source.items():
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        members.append((info, data))
+    (sample.root / completed / "member-name-s9.tar.zst").write_bytes(_tar_zst([*members, (link, None)]))
+
+    by_key = sample.root / completed / values["folder"]["anthropic"]  # not a valid episode id
+    by_key.mkdir()
+    (by_key / "brief.json").write_bytes(source["brief.json"])
+
+    (sample.root / values["series"]["github_pat"]).mkdir()  # longer than a series id may be
+    return values, completed
+
+
+@pytest.fixture(scope="module")
+def failing_world(tmp_path_factory) -> FailingWorld:
+    import dagster as dg
+
+    base = tmp_path_factory.mktemp("nothing_leaks_failing")
+    meta, runs, dataset, home = base / "meta", base / "runs", base / "dataset", base / "home"
+    with pytest.MonkeyPatch.context() as mp:
+        isolate_under(base, mp)
+        sample = generate(runs, meta, series=1, episodes=2, seed=SEED, bad=False)
+        values, series = plant_bad_episodes(sample)
+        summaries = [base / "summary-debug.json", base / "summary.json"]
+        cli, codes = [], []
+        commands = [(["--debug", "build"], summaries[0]), (["build"], summaries[1]), (["publish"], None)]
+        for argv, summary in commands:
+            where = ["--dataset", str(dataset), "--repo", "vae-lab/never-sent"] if argv == ["publish"] else \
+                ["--runs", str(runs), "--out", str(dataset), "--summary", str(summary)]
+            code, out, err, records = _run_cli([*argv, *where])
+            codes.append(code)
+            label = " ".join(argv)
+            cli += [(f"vae {label}: stdout", out), (f"vae {label}: stderr", err),
+                    (f"vae {label}: log records", "\n".join(records))]
+        with dg.DagsterInstance.get() as instance:
+            statuses = [run.status.value for run in instance.get_runs()]
+    scratch = base / "scratch"
+    scratch.mkdir()
+    views = {
+        "dataset": tree_views(dataset, "dataset", scratch),
+        "vae_home": tree_views(home, "VAE_HOME", scratch),
+        "cli": [View(what, text.encode()) for what, text in cli]
+        + [View(f"vae build --summary {p.name}", p.read_bytes()) for p in summaries],
+    }
+    bad_ids = sorted(["broken-line-s9", "member-name-s9", "<redacted:anthropic>"])
+    return FailingWorld(values, bad_ids, cli, codes, [json.loads(p.read_text()) for p in summaries], statuses,
+                        views)
+
+
+def failing_needles(world: FailingWorld) -> list[Needle]:
+    return [needle for tag, values in world.values.items() for kind, value in values.items()
+            if kind in (*CREDENTIALS, "home")
+            for needle in value_needles(kind, value, f"failing:{tag}", "never", None, None)]
+
+
+def test_the_failing_runs_failed_and_named_every_bad_episode(failing_world: FailingWorld) -> None:
+    """Preconditions: runs failed (on the blocking checks), every bad episode and folder is reported."""
+    assert failing_world.codes == [0, 0, 1], [text[-2000:] for _, text in failing_world.cli]
+    assert "FAILURE" in failing_world.run_statuses
+    summary = failing_world.summaries[0]
+    invalid = {i["episode"]: i for i in summary["invalid_episodes"]}
+    assert sorted(invalid) == failing_world.bad_ids
+    assert invalid["broken-line-s9"]["file"] == "messages.jsonl" and invalid["broken-line-s9"]["line"] == 2
+    assert invalid["member-name-s9"]["reason"] == "archive member is a link"
+    assert invalid["member-name-s9"]["file"] == "work/copy of <home>/<redacted:openai>/id_rsa"
+    assert [s["name"] for s in summary["skipped_folders"]] == ["<redacted:github>"]
+    publish_out = next(text for what, text in failing_world.cli if what == "vae publish: stdout")
+    assert "publishing refused" in publish_out and "<redacted:anthropic>" in publish_out
+
+
+def test_no_planted_key_or_home_path_of_a_failing_run_is_kept_or_printed(failing_world: FailingWorld) -> None:
+    """CLI output (stdout, stderr, log records with --debug), summaries, the Dagster instance's event
+    log and runs, the warehouse and tables, the dataset folder."""
+    needles = failing_needles(failing_world)
+    runs_planted = {n.kind for n in needles}
+    assert {"anthropic", "openai", "github_pat", "home"} <= runs_planted
+    found = [line for area, views in failing_world.views.items() for line in leaks(search(views, needles))]
+    assert not found, _report(found)
+
+
+def test_the_cli_scrubs_the_root_exception_of_a_failed_run() -> None:
+    """The line `vae build` prints (and writes to --summary) for a failed step quotes its root exception."""
+    import dagster as dg
+
+    from vae_pipeline.cli import _run_error
+
+    values = hand_values("failing/exception")
+
+    @dg.op
+    def reads_an_input() -> None:
+        raise ValueError(f"unexpected token {values['anthropic']} in {values['home']}/runs/x.json")
+
+    result = dg.GraphDefinition(name="fails", node_defs=[reads_an_input]).to_job(
+        executor_def=dg.in_process_executor).execute_in_process(raise_on_error=False)
+    line = _run_error(result)
+    assert line == "reads_an_input: ValueError: unexpected token <redacted:anthropic> in <home>/runs/x.json"
+    assert values["anthropic"] not in line and values["home"] not in line

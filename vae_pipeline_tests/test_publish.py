@@ -77,12 +77,17 @@ def local_files(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
+def every_file(root: Path) -> set[str]:
+    """For the tests of the Hub mechanics: every file of the folder counts as produced."""
+    return set(local_files(root))
+
+
 def commit_lines(hub: HubStandin, since: int = 0) -> list[list[dict]]:
     return [r.body for r in hub.recorded("commit", since) if r.status == 200]
 
 
 def publish(dataset: Path, api: huggingface_hub.HfApi, message: str = "publish") -> str:
-    return execute_plan(plan_publish(dataset, api, REPO), api, REPO, dataset_dir=dataset, message=message)
+    return execute_plan(plan_publish(dataset, api, REPO, every_file(dataset)), api, REPO, dataset_dir=dataset, message=message)
 
 
 def paths(entries: tuple[PlanEntry, ...]) -> list[str]:
@@ -90,7 +95,7 @@ def paths(entries: tuple[PlanEntry, ...]) -> list[str]:
 
 
 def test_dry_run_of_a_new_repository_lists_everything_and_sends_nothing(hub, api, dataset):
-    plan = plan_publish(dataset, api, REPO)
+    plan = plan_publish(dataset, api, REPO, every_file(dataset))
 
     files = local_files(dataset)
     assert plan.creates_repo and plan.parent_commit is None
@@ -106,7 +111,7 @@ def test_dry_run_of_a_new_repository_lists_everything_and_sends_nothing(hub, api
 
 
 def test_first_publish_creates_the_public_repo_in_one_commit(hub, api, dataset):
-    plan = plan_publish(dataset, api, REPO)
+    plan = plan_publish(dataset, api, REPO, every_file(dataset))
     url = execute_plan(plan, api, REPO, dataset_dir=dataset, message="Publish 1 episode")
 
     files = local_files(dataset)
@@ -138,7 +143,7 @@ def test_republish_sends_only_the_difference_in_one_commit_on_the_planned_parent
     (dataset / "meta/rubric.json").unlink()
     before = len(hub.requests)
 
-    plan = plan_publish(dataset, api, REPO)
+    plan = plan_publish(dataset, api, REPO, every_file(dataset))
 
     assert {r.method for r in hub.requests[before:]} == {"GET"}
     assert hub.routes(before).count("tree") > 1  # the listing was paginated and followed
@@ -176,7 +181,7 @@ def test_republish_sends_only_the_difference_in_one_commit_on_the_planned_parent
     assert hub.commit(REPO, hub.head(REPO)).parents == (plan.parent_commit,)
     assert hub.files(REPO) == local_files(dataset) | {".gitattributes": hub.files(REPO)[".gitattributes"]}
 
-    again = plan_publish(dataset, api, REPO)
+    again = plan_publish(dataset, api, REPO, every_file(dataset))
     assert again.is_empty and len(again.unchanged) == len(local_files(dataset))
     assert "nothing to send" in format_plan(again)
     before = len(hub.requests)
@@ -187,7 +192,7 @@ def test_republish_sends_only_the_difference_in_one_commit_on_the_planned_parent
 def test_create_pr_opens_a_pull_request_and_leaves_main_alone(hub, api, dataset):
     publish(dataset, api)
     (dataset / "episodes.jsonl").write_bytes(b'{"id": "ep-1", "label": "PASS_WITH_NITS"}\n')
-    plan = plan_publish(dataset, api, REPO)
+    plan = plan_publish(dataset, api, REPO, every_file(dataset))
     before = len(hub.requests)
 
     url = execute_plan(plan, api, REPO, dataset_dir=dataset, create_pr=True, message="Relabel")
@@ -205,7 +210,7 @@ def test_create_pr_opens_a_pull_request_and_leaves_main_alone(hub, api, dataset)
 def test_a_commit_made_after_the_plan_makes_publishing_fail_cleanly(hub, api, dataset):
     publish(dataset, api)
     (dataset / "episodes.jsonl").write_bytes(b"{}\n")
-    plan = plan_publish(dataset, api, REPO)
+    plan = plan_publish(dataset, api, REPO, every_file(dataset))
     theirs = hub.push(REPO, {"NOTES.md": b"someone else\n"})
 
     with pytest.raises(PublishError) as caught:
@@ -220,7 +225,7 @@ def test_a_commit_made_after_the_plan_makes_publishing_fail_cleanly(hub, api, da
 
 
 def test_a_repository_created_after_the_plan_is_not_overwritten(hub, api, dataset):
-    plan = plan_publish(dataset, api, REPO)
+    plan = plan_publish(dataset, api, REPO, every_file(dataset))
     hub.create(REPO)
 
     with pytest.raises(PublishError, match="already exists"):
@@ -230,7 +235,7 @@ def test_a_repository_created_after_the_plan_is_not_overwritten(hub, api, datase
 
 
 def test_a_file_edited_after_the_plan_is_not_sent(hub, api, dataset):
-    plan = plan_publish(dataset, api, REPO)
+    plan = plan_publish(dataset, api, REPO, every_file(dataset))
     (dataset / "episodes.jsonl").write_bytes(b"edited after review\n")
     before = len(hub.requests)
 
@@ -241,7 +246,7 @@ def test_a_file_edited_after_the_plan_is_not_sent(hub, api, dataset):
 
 
 def test_a_plan_is_only_executed_against_its_repository(hub, api, dataset):
-    plan = plan_publish(dataset, api, REPO)
+    plan = plan_publish(dataset, api, REPO, every_file(dataset))
 
     with pytest.raises(PublishError, match="the plan is for"):
         execute_plan(plan, api, "vae-lab/other", dataset_dir=dataset, message="first")
@@ -250,36 +255,36 @@ def test_a_plan_is_only_executed_against_its_repository(hub, api, dataset):
 def test_nothing_is_planned_from_an_empty_or_unpublishable_folder(hub, api, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(PublishError, match="holds no files"):
-        plan_publish(tmp_path / "empty", api, REPO)
+        plan_publish(tmp_path / "empty", api, REPO, {"README.md"})
     (tmp_path / "bad/.git").mkdir(parents=True)
     (tmp_path / "bad/.git/config").write_text("[core]\n")
     with pytest.raises(PublishError, match=r"\.git/config"):
-        plan_publish(tmp_path / "bad", api, REPO)
+        plan_publish(tmp_path / "bad", api, REPO, every_file(tmp_path / "bad"))
     assert hub.requests == []
 
 
 def test_a_missing_revision_is_a_publish_error(hub, api, dataset):
     publish(dataset, api)
     with pytest.raises(PublishError, match="has no revision 'release'"):
-        plan_publish(dataset, api, REPO, revision="release")
+        plan_publish(dataset, api, REPO, every_file(dataset), revision="release")
 
 
 def test_the_token_comes_from_hf_token_and_is_never_shown(hub, dataset, monkeypatch, caplog, capsys):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     caplog.set_level(logging.DEBUG)
     api = hub_api(hub.endpoint)
-    plan = plan_publish(dataset, api, REPO)
+    plan = plan_publish(dataset, api, REPO, every_file(dataset))
     shown = [format_plan(plan), execute_plan(plan, api, REPO, dataset_dir=dataset, message="first")]
     assert all(r.authorized for r in hub.requests if r.route != "lfs_upload")
 
     (dataset / "episodes.jsonl").write_bytes(b"{}\n")
-    plan = plan_publish(dataset, api, REPO)
+    plan = plan_publish(dataset, api, REPO, every_file(dataset))
     hub.push(REPO, {"NOTES.md": b"x\n"})
     with pytest.raises(PublishError) as concurrent:
         execute_plan(plan, api, REPO, dataset_dir=dataset, message="second")
     wrong = "hf_wrongTokenForTheStandin0000000000"
     with pytest.raises(PublishError) as rejected:
-        plan_publish(dataset, hub_api(hub.endpoint, wrong), REPO)
+        plan_publish(dataset, hub_api(hub.endpoint, wrong), REPO, every_file(dataset))
     assert "HTTP 401" in str(rejected.value) and wrong not in str(rejected.value)
     assert hub.violations == [f"GET /api/datasets/{REPO}/revision/main: Invalid credentials in Authorization header"]
     hub.violations.clear()
@@ -291,7 +296,7 @@ def test_the_token_comes_from_hf_token_and_is_never_shown(hub, dataset, monkeypa
 
 
 def test_a_token_echoed_back_by_a_server_is_masked_in_the_error(hub, api, dataset):
-    plan = plan_publish(dataset, api, REPO)
+    plan = plan_publish(dataset, api, REPO, every_file(dataset))
     hub.fail_next("commit", 403, f"proxy refused Authorization: Bearer {TOKEN}")
 
     with pytest.raises(PublishError) as echoed:
@@ -342,3 +347,101 @@ def test_the_standin_rejects_what_the_hub_would(hub):
 
     assert len(hub.violations) == 7  # every rejection above but the 412, which is the Hub's normal answer
     hub.violations.clear()
+
+
+# ---------------------------------------------------------------- only what the pipeline produced
+
+
+def pipeline_folder(root: Path, ids: list[str]) -> dict[str, bytes]:
+    """A dataset folder laid out as the pipeline writes it: rows (JSON lines and Parquet from one
+    frame), card, a meta file, and each row's video, archive and manifest. Returns its files."""
+    import polars as pl
+
+    rng = random.Random(3)
+    rows = pl.DataFrame([{"id": i, "video": f"videos/{i}.mp4", "archive": f"episodes/2025-01-02/{i}.tar.zst"}
+                         for i in ids])
+    files = {"README.md": b"# card\n", "episodes.jsonl": rows.write_ndjson().encode(),
+             "meta/brief.schema.json": b"{}\n"}
+    parquet = root / "data" / "episodes.parquet"
+    parquet.parent.mkdir(parents=True, exist_ok=True)
+    rows.write_parquet(parquet)
+    files["data/episodes.parquet"] = parquet.read_bytes()
+    for i in ids:
+        files |= {f"videos/{i}.mp4": b"\x00\x00\x00\x18ftypmp42" + rng.randbytes(2048),
+                  f"episodes/2025-01-02/{i}.tar.zst": b"\x28\xb5\x2f\xfd" + rng.randbytes(2048),
+                  f"episodes/2025-01-02/{i}.json": json.dumps({"id": i}).encode()}
+    for rel, content in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(content)
+    return files
+
+
+STRAYS = {
+    ".episodes.jsonl.k2j4.part": b'{"id": "half a wri',  # a write killed before its rename
+    "README.md~": b"# an editor's backup\n",
+    "videos/notes.txt": b"dropped here by a person\n",
+    "episodes/2025-01-02/.ep-1.tar.zst.123.part": b"\x28\xb5\x2f\xfd",
+}
+
+
+def test_the_plan_sends_only_what_the_pipeline_produced(hub, api, tmp_path):
+    from vae_pipeline.domain.dataset_files import produced_files
+
+    root = tmp_path / "dataset"
+    ours = pipeline_folder(root, ["ep-1", "ep-2"])
+    for rel, content in STRAYS.items():
+        (root / rel).write_bytes(content)
+
+    produced = produced_files(root, ["meta/brief.schema.json"])
+    assert produced == set(ours)
+    plan = plan_publish(root, api, REPO, produced)
+    assert paths(plan.added) == sorted(ours)
+    assert {e.path: e.bytes for e in plan.not_ours} == {p: len(c) for p, c in STRAYS.items()}
+    text = format_plan(plan)
+    assert f"not ours, not sent: {len(STRAYS)} files" in text
+    assert all(f"  ! {p} (" in text for p in STRAYS) and not any(f"  + {p} " in text for p in STRAYS)
+    execute_plan(plan, api, REPO, dataset_dir=root, message="first")
+    sent = {k: v for k, v in hub.files(REPO).items() if k != ".gitattributes"}
+    assert sent == ours
+
+    # ep-2 is no longer published but its video is still in the folder: it is deleted from the
+    # Hub, and locally listed as not ours
+    (root / "episodes.jsonl").write_text(json.dumps({"id": "ep-1", "video": "videos/ep-1.mp4",
+                                                     "archive": "episodes/2025-01-02/ep-1.tar.zst"}) + "\n")
+    plan = plan_publish(root, api, REPO, produced_files(root, ["meta/brief.schema.json"]))
+    gone = ["episodes/2025-01-02/ep-2.json", "episodes/2025-01-02/ep-2.tar.zst", "videos/ep-2.mp4"]
+    assert paths(plan.deleted) == gone
+    assert set(gone) <= set(paths(plan.not_ours))
+    execute_plan(plan, api, REPO, dataset_dir=root, message="second")
+    assert not set(gone) & set(hub.files(REPO)) and not set(STRAYS) & set(hub.files(REPO))
+
+
+def test_a_produced_file_missing_from_the_folder_stops_the_plan(tmp_path):
+    from vae_pipeline.domain.dataset_files import DatasetFolderError, produced_files
+
+    root = tmp_path / "dataset"
+    pipeline_folder(root, ["ep-1"])
+    (root / "videos" / "ep-1.mp4").unlink()
+    (root / "README.md").unlink()
+    with pytest.raises(DatasetFolderError, match=r"missing from the dataset folder: README\.md \(from dataset_card\), videos/ep-1\.mp4;"):
+        produced_files(root, ["meta/brief.schema.json"])
+
+
+def test_rows_in_jsonl_and_parquet_must_agree(tmp_path):
+    import polars as pl
+
+    from vae_pipeline.domain.dataset_files import rows_files_disagree
+
+    root = tmp_path / "dataset"
+    pipeline_folder(root, ["ep-1", "ep-2", "ep-3"])
+    assert rows_files_disagree(root) == []
+    frame = pl.read_parquet(root / "data" / "episodes.parquet")
+    frame.filter(pl.col("id") != "ep-2").with_columns(
+        video=pl.when(pl.col("id") == "ep-3").then(pl.lit("videos/other.mp4")).otherwise(pl.col("video")),
+    ).vstack(pl.DataFrame([{"id": "ep-9", "video": None, "archive": None}], schema=frame.schema)) \
+        .write_parquet(root / "data" / "episodes.parquet")
+    assert rows_files_disagree(root) == [
+        "ep-2: only in episodes.jsonl",
+        "ep-9: only in data/episodes.parquet",
+        "ep-3: the row differs between episodes.jsonl and data/episodes.parquet",
+    ]

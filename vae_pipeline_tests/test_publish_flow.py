@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import huggingface_hub.constants
+import polars as pl
 import pytest
 
 from vae_pipeline.cli import build, main
@@ -40,15 +41,23 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
 def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample_runs, pipeline_env, tmp_path,
                                                                           hub, capsys):
     runs = copy_runs(sample_runs, tmp_path / "runs")
+    (runs / "2026-10-30-s9").mkdir()  # a series folder the harness has not described yet
     dataset = pipeline_env["dataset"]
     summary = build(runs, dataset)
     invalid = [i for i in summary["invalid_episodes"] if sample_runs.series[i["series"]] == "completed"]
     assert invalid
+    not_completed = sorted(s for s, status in sample_runs.series.items() if status != "completed")
+    assert not_completed
 
-    code, out = _publish(capsys, dataset)
+    code, out = _publish(capsys, dataset, "--runs", str(runs))
     assert code == 1 and "publishing refused" in out
     assert "dataset_episodes.no_invalid_episodes" in out and all(i["episode"] in out for i in invalid)
     assert "dataset_episodes.no_scrub_findings" in out and "scrub-allow.jsonl" in out
+    # the refusal names what is left out, as the plan does
+    left = out[out.index("left out:"):].splitlines()[1:]
+    assert [line.split(":")[0].strip() for line in left] == \
+        [f"series {s}" for s in not_completed] + ["folder 2026-10-30-s9"], out
+    assert "running, not completed" in out and "no readable series.json" in out
     assert hub.routes() == [], "a refused publish must not talk to the Hub"
 
     # the operator's ways out: withhold the invalid episodes, accept the reviewed findings
@@ -63,10 +72,26 @@ def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample
     assert "bundles" in rebuilt["materialized"] and "episodes" not in rebuilt["materialized"]
     assert all(c["passed"] for c in rebuilt["checks"] if c["check"] in ("no_invalid_episodes", "no_scrub_findings"))
 
-    code, out = _publish(capsys, dataset)
-    assert code == 0 and "dry run: nothing was sent" in out, out
     local = {p.relative_to(dataset).as_posix(): p.read_bytes() for p in dataset.rglob("*") if p.is_file()}
-    assert all(path in out for path in local)
+    # what the pipeline did not write stays home: a killed write's temp file, an editor's backup
+    strays = {"README.md~": b"# my edit\n", "data/.episodes.parquet.x1.part": b"PAR1"}
+    for rel, content in strays.items():
+        (dataset / rel).write_bytes(content)
+    code, out = _publish(capsys, dataset, "--runs", str(runs))
+    assert code == 0 and "dry run: nothing was sent" in out, out
+    assert all(f"episode {i['episode']}: withheld" in out for i in invalid) and "folder 2026-10-30-s9" in out
+    assert all(f"  + {path} (" in out for path in local)
+    assert "not ours, not sent: 2 files" in out and all(f"  ! {path} (" in out for path in strays)
+
+    # episodes.jsonl and data/episodes.parquet that disagree (a write killed between the two) block
+    parquet = dataset / "data" / "episodes.parquet"
+    written = parquet.read_bytes()
+    rows = pl.read_parquet(parquet)
+    rows.slice(1).write_parquet(parquet)
+    code, out = _publish(capsys, dataset, "--runs", str(runs))
+    assert code == 1 and "publishing refused" in out
+    assert f"dataset_episodes.jsonl_and_parquet_agree: {rows['id'][0]}: only in episodes.jsonl" in out, out
+    parquet.write_bytes(written)
     assert "left out:" in out and "running" in out
     assert not hub.exists(REPO)
     assert {r.method for r in hub.requests} <= {"GET"}

@@ -3,7 +3,8 @@
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.domain.episode import BriefValidator, parse_episode
+from vae_pipeline.domain.episode import parse_episode
+from vae_pipeline.domain.json_schema import SchemaValidator
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.series import (
@@ -43,8 +44,7 @@ def parse_series(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings:
         info = read_series_json(series_dir / "series.json")
     except (BadInput, FileNotFoundError) as exc:
         raise dg.Failure(description=f"series {series_id}: no readable series.json ({exc})") from None
-    schema_path = project_meta.root / "brief.schema.json"
-    briefs = BriefValidator.from_file(schema_path)
+    briefs = SchemaValidator.from_file(project_meta.required("brief.schema.json"))
     entries, _ = episode_entries(series_dir)
     rows, seen = [], set()
     scrub = scrub_config(scrub_settings)

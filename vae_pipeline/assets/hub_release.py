@@ -5,14 +5,17 @@ the same run; and because a blocking check only stops its own run, it also reads
 result of every blocking check itself and refuses on any failure.
 """
 
+from collections.abc import Iterable
+
 import dagster as dg
 import polars as pl
 
 from vae_pipeline.assets.dataset import dataset_rows, read_withheld
 from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
-from vae_pipeline.assets.meta import dataset_meta
+from vae_pipeline.assets.meta import dataset_meta, published_meta_files, rubric_file
 from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS
+from vae_pipeline.domain.dataset_files import DatasetFolderError, produced_files
 from vae_pipeline.domain.publish import (
     PublishError,
     execute_plan,
@@ -20,7 +23,8 @@ from vae_pipeline.domain.publish import (
     hub_api,
     plan_publish,
 )
-from vae_pipeline.resources import DatasetFolder, HubRepo, ProjectMeta
+from vae_pipeline.domain.series import discover_series
+from vae_pipeline.resources import DatasetFolder, HubRepo, ProjectMeta, RunsRoot
 
 
 class PublishConfig(dg.Config):
@@ -44,44 +48,62 @@ def failing_blocking_checks(instance: dg.DagsterInstance) -> list[str]:
     return reasons
 
 
-def left_out(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> list[str]:
-    """The series not published, and why (contract: named in the plan)."""
+def left_out(project_meta: ProjectMeta, series_status: Iterable[tuple[str, str]], runs_root: RunsRoot) -> list[str]:
+    """What is not published, and why (contract: named in the plan): series not completed or
+    withheld, folders of the runs root that are no series (no readable series.json), withheld
+    episodes. `series_status` holds (series, status) pairs; a runs root with an empty path is unknown."""
     withheld_episodes, withheld_series = read_withheld(project_meta)
     lines = []
-    for series, status in sorted(set(episode_table.select("series", "series_status").iter_rows())):
+    for series, status in sorted(set(series_status)):
         if status != "completed":
             lines.append(f"series {series}: {status}, not completed")
         elif series in withheld_series:
             lines.append(f"series {series}: withheld (meta/withheld.jsonl)")
+    if runs_root.path and runs_root.root.is_dir():
+        lines += [f"folder {skipped.name}: {skipped.reason}" for skipped in discover_series(runs_root.root)[1]]
     lines += [f"episode {e}: withheld (meta/withheld.jsonl)" for e in sorted(withheld_episodes)]
     return lines
+
+
+def series_statuses(episode_table: pl.DataFrame) -> list[tuple[str, str]]:
+    return list(episode_table.select("series", "series_status").unique().iter_rows()) if episode_table.height else []
+
+
+def left_out_text(lines: list[str]) -> str:
+    return "\nleft out:\n" + "\n".join(f"  {line}" for line in lines) if lines else ""
+
+
+def refusal_text(reasons: list[str], not_published: list[str]) -> str:
+    """Every reason publishing is refused, then what the plan would leave out."""
+    return "publishing refused:\n" + "\n".join(f"- {r}" for r in reasons) + left_out_text(not_published)
 
 
 @dg.asset(deps=[dataset_rows, dataset_episodes, dataset_card, dataset_meta], group_name="publish",
           kinds={"huggingface"})
 def hub_release(context: dg.AssetExecutionContext, config: PublishConfig, hub_repo: HubRepo,
-                dataset_folder: DatasetFolder, project_meta: ProjectMeta,
+                dataset_folder: DatasetFolder, project_meta: ProjectMeta, runs_root: RunsRoot,
                 episode_table: pl.DataFrame) -> dg.MaterializeResult:
     """The dataset folder on the Hub: only files whose sha256 differs are sent, in one commit."""
     if not hub_repo.repo_id:
         raise dg.Failure(description="no dataset repository: set VAE_HUB_REPO (ORG/NAME) or use vae publish --repo")
+    not_published = left_out(project_meta, series_statuses(episode_table), runs_root)
     reasons = failing_blocking_checks(context.instance)
     if reasons:
-        raise dg.Failure(description="publishing refused:\n" + "\n".join(f"- {r}" for r in reasons),
-                         metadata={"reasons": dg.MetadataValue.json(reasons)})
+        raise dg.Failure(description=refusal_text(reasons, not_published),
+                         metadata={"reasons": dg.MetadataValue.json(reasons),
+                                   "left_out": dg.MetadataValue.json(not_published)})
     api = hub_api(hub_repo.endpoint or None)
+    meta_files = published_meta_files(project_meta.root, rubric_file(project_meta))
     try:
-        plan = plan_publish(dataset_folder.root, api, hub_repo.repo_id)
-        text = format_plan(plan)
-        not_published = left_out(project_meta, episode_table)
-        if not_published:
-            text += "\nleft out:\n" + "\n".join(f"  {line}" for line in not_published)
+        produced = produced_files(dataset_folder.root, meta_files)
+        plan = plan_publish(dataset_folder.root, api, hub_repo.repo_id, produced)
+        text = format_plan(plan) + left_out_text(not_published)
         if config.dry_run:
             context.log.info("dry run: nothing sent")
             return dg.MaterializeResult(metadata={"mode": "dry run", "plan": dg.MetadataValue.md(f"```\n{text}\n```")})
         url = execute_plan(plan, api, hub_repo.repo_id, dataset_dir=dataset_folder.root,
                            create_pr=config.create_pr, message=config.message)
-    except PublishError as exc:
+    except (PublishError, DatasetFolderError) as exc:
         raise dg.Failure(description=f"publishing failed: {exc}") from None
     return dg.MaterializeResult(metadata={
         "mode": "pull request" if config.create_pr else "commit", "url": dg.MetadataValue.url(url),

@@ -7,7 +7,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.domain.episode import BriefValidator, load_json
+from vae_pipeline.domain.episode import load_json
+from vae_pipeline.domain.json_schema import SchemaValidator
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version, write_atomic
 from vae_pipeline.domain.rubric import (
@@ -17,7 +18,7 @@ from vae_pipeline.domain.rubric import (
     rubric_in_force,
 )
 from vae_pipeline.freshness import content_version, frame_version, record_metadata
-from vae_pipeline.resources import DatasetFolder, ProjectMeta
+from vae_pipeline.resources import DatasetFolder, ProjectMeta, meta_problem
 from vae_pipeline.ui import markdown_table
 
 PUBLISHED_META = ("brief.schema.json", "actor-prompt.md")
@@ -28,9 +29,9 @@ def brief_bank_source(project_meta: ProjectMeta) -> str:
     return files_version(sorted(meta.glob("brief-bank-*.jsonl")) + [meta / "brief.schema.json"])
 
 
-def read_brief_bank(meta: Path) -> pl.DataFrame:
+def read_brief_bank(meta: Path, schema: Path) -> pl.DataFrame:
     """Every brief of every bank, validated against the schema; raises BadInput naming file and line."""
-    validator = BriefValidator.from_file(meta / "brief.schema.json")
+    validator = SchemaValidator.from_file(schema)
     rows, seen = [], set()
     for path in sorted(meta.glob("brief-bank-*.jsonl")):
         bank = path.stem.removeprefix("brief-bank-")
@@ -58,7 +59,7 @@ def read_brief_bank(meta: Path) -> pl.DataFrame:
 def brief_bank(context: dg.AssetExecutionContext, project_meta: ProjectMeta) -> dg.Output[pl.DataFrame]:
     """The brief banks of `meta/`, every brief validated against `meta/brief.schema.json`."""
     try:
-        frame = read_brief_bank(project_meta.root)
+        frame = read_brief_bank(project_meta.root, project_meta.required("brief.schema.json"))
     except BadInput as exc:
         raise dg.Failure(description=f"brief bank: {exc}") from None
     return dg.Output(frame, data_version=frame_version(frame), metadata={
@@ -74,6 +75,15 @@ def rubric_file(project_meta: ProjectMeta) -> Path:
     return rubric_in_force(project_meta.root, project_meta.pinned_rubric_version)
 
 
+def check_meta_folder(project_meta: ProjectMeta) -> None:
+    """Before a build plans anything: the files every build reads are there (dg.Failure otherwise)."""
+    project_meta.required("brief.schema.json")
+    try:
+        rubric_file(project_meta)
+    except RubricError as exc:
+        raise dg.Failure(description=meta_problem(f"{project_meta.root}: {exc}")) from None
+
+
 def rubric_source(project_meta: ProjectMeta) -> str:
     """The rubric in force: which file, and its bytes."""
     path = rubric_file(project_meta)
@@ -87,7 +97,7 @@ def rubric(context: dg.AssetExecutionContext, project_meta: ProjectMeta) -> dg.O
         path = rubric_file(project_meta)
         loaded = load_rubric(path)
     except RubricError as exc:
-        raise dg.Failure(description=str(exc)) from None
+        raise dg.Failure(description=meta_problem(f"{project_meta.root}: {exc}")) from None
     frame = pl.DataFrame([{"version": loaded.version, "sha256": loaded.sha256,
                            "file": path.relative_to(project_meta.root).as_posix()}])
     return dg.Output(frame, data_version=dg.DataVersion(loaded.sha256[:24]), metadata={

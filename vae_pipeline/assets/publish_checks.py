@@ -18,6 +18,7 @@ from vae_pipeline.assets.dataset_episodes import (
     rows_vs_archives,
     video_in_place,
 )
+from vae_pipeline.domain.dataset_files import rows_files_disagree
 from vae_pipeline.resources import DatasetFolder, ProjectMeta
 from vae_pipeline.ui import markdown_table
 
@@ -94,5 +95,15 @@ def rows_and_archives_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResul
         f"{_listing(problems)}. Rebuild (vae build) so rows and archives are written together.")
 
 
+@dg.asset_check(asset=dataset_episodes, blocking=True,
+                description="episodes.jsonl and data/episodes.parquet hold the same rows")
+def jsonl_and_parquet_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResult:
+    problems = rows_files_disagree(dataset_folder.root)
+    return dg.AssetCheckResult(
+        passed=not problems,
+        description="episodes.jsonl and data/episodes.parquet hold the same rows" if not problems else
+        f"{_listing(problems)}. Rebuild (vae build) so both are written again from one frame.")
+
+
 PUBLISH_CHECKS = [no_invalid_episodes, no_scrub_findings, files_match_manifests, delivered_videos_present,
-                  rows_and_archives_agree]
+                  rows_and_archives_agree, jsonl_and_parquet_agree]

@@ -7,20 +7,17 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-
-import jsonschema
 
 from vae_pipeline.domain.episode_files import DEFAULT_SIZE_LIMIT, read_episode_files
 from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.json_schema import SchemaValidator, contract_validator
+from vae_pipeline.domain.line_scrub import scrub_line
 from vae_pipeline.domain.messages import count_messages, token_columns
 from vae_pipeline.domain.scrub import ScrubConfig, scrub_text
 from vae_pipeline.domain.series import EpisodeEntry, is_episode_id
 
 REQUIRED_FILES = ("brief.json", "result.json", "messages.jsonl")
-RESULT_STATUSES = ("completed", "error", "timeout")
 BRIEF_COLUMNS = (
     "brief_id", "title", "family", "genre_id", "concept", "aspect", "duration_s",
     "difficulty", "task_type", "bank",
@@ -36,49 +33,6 @@ EPISODE_COLUMNS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class BriefValidator:
-    """Validates briefs against `meta/brief.schema.json`."""
-
-    schema: dict
-
-    @classmethod
-    def from_file(cls, path: Path) -> BriefValidator:
-        schema = json.loads(Path(path).read_text(encoding="utf-8"))
-        jsonschema.Draft202012Validator.check_schema(schema)
-        return cls(schema)
-
-    def validate(self, brief: object, text: str, file: str = "brief.json") -> None:
-        validator = jsonschema.Draft202012Validator(self.schema)
-        error = jsonschema.exceptions.best_match(validator.iter_errors(brief))
-        if error is None:
-            return
-        field = ".".join(str(p) for p in error.absolute_path) or "(top level)"
-        if error.validator == "required":
-            missing = [key for key in error.validator_value if key not in error.instance]
-            raise BadInput(file, f"required field '{missing[0]}' is missing"
-                           + (f" from '{field}'" if error.absolute_path else ""))
-        # the schema's words, never the value's: a value may hold a secret or a home path
-        raise BadInput(file, f"field '{field}' is invalid ({error.validator}: {_short(error.validator_value)})",
-                       line=_line_of_key(text, error.absolute_path))
-
-
-def _short(expected: object, limit: int = 80) -> str:
-    text = expected if isinstance(expected, str) else json.dumps(expected)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _line_of_key(text: str, path) -> int | None:
-    keys = [p for p in path if isinstance(p, str)]
-    if not keys:
-        return None
-    needle = json.dumps(keys[-1]) + ":"
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if needle in line.replace('" :', '":'):
-            return lineno
-    return None
-
-
 def load_json(data: bytes, file: str) -> object:
     try:
         return json.loads(data)
@@ -88,19 +42,10 @@ def load_json(data: bytes, file: str) -> object:
         raise BadInput(file, "is not UTF-8 text") from None
 
 
-def _check_result(result: object) -> dict:
-    file = "result.json"
-    if not isinstance(result, dict):
-        raise BadInput(file, "must hold a JSON object")
-    if result.get("status") not in RESULT_STATUSES:
-        raise BadInput(file, f"field 'status' must be one of {', '.join(RESULT_STATUSES)}")
-    if not isinstance(result.get("started_at"), str):
-        raise BadInput(file, "field 'started_at' must be a string")
-    typed = {"error": (str, type(None)), "ended_at": str, "duration_s": (int, float),
-             "turns": int, "tool_calls": int, "usage": dict}
-    for key, kind in typed.items():
-        if key in result and (not isinstance(result[key], kind) or isinstance(result[key], bool)):
-            raise BadInput(file, f"field '{key}' has the wrong type")
+def _check_result(data: bytes) -> dict:
+    text = data.decode("utf-8", errors="replace")
+    result = load_json(data, "result.json")
+    contract_validator("result").validate(result, text, "result.json")
     return result
 
 
@@ -117,7 +62,7 @@ def utc_date(started_at: str) -> str:
 def parse_episode(
     series_id: str,
     entry: EpisodeEntry,
-    briefs: BriefValidator,
+    briefs: SchemaValidator,
     *,
     scrub: ScrubConfig | None = None,
     size_limit: int = DEFAULT_SIZE_LIMIT,
@@ -132,6 +77,8 @@ def parse_episode(
                is_archive=entry.is_archive, valid=False, warnings=[])
     try:
         if not is_episode_id(entry.episode_id):
+            # the name is all there is to call it by: kept scrubbed (a folder named after a key)
+            row.update(id=scrub_line(entry.episode_id), source=scrub_line(entry.name))
             raise BadInput(entry.name, "folder or archive name is not a valid episode id")
         files = read_episode_files(entry, lambda name: name in REQUIRED_FILES, size_limit=size_limit)
         row.update(_parse_files(entry.episode_id, files.data, files.sizes, briefs, row["warnings"],
@@ -143,14 +90,14 @@ def parse_episode(
 
 
 def _parse_files(episode_id: str, data: dict[str, bytes], sizes: dict[str, int],
-                 briefs: BriefValidator, warnings: list[str], scrub: ScrubConfig) -> dict:
+                 briefs: SchemaValidator, warnings: list[str], scrub: ScrubConfig) -> dict:
     for name in REQUIRED_FILES:
         if name not in data:
             raise BadInput(name, "required file is missing")
     brief_text = data["brief.json"].decode("utf-8", errors="replace")
-    briefs.validate(load_json(data["brief.json"], "brief.json"), brief_text)
+    briefs.validate(load_json(data["brief.json"], "brief.json"), brief_text, "brief.json")
     brief = json.loads(scrub_text(data["brief.json"], "brief.json", scrub).data)
-    result = _check_result(load_json(data["result.json"], "result.json"))
+    result = _check_result(data["result.json"])
     counts = count_messages(data["messages.jsonl"])
 
     brief_id, _, sample = episode_id.rpartition("-")

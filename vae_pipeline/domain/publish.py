@@ -1,6 +1,7 @@
 """Publishing the dataset folder to a Hugging Face dataset repository: plan, dry-run listing, one commit.
 
-The plan compares every local file with the repository at one pinned commit, so a dry run shows
+The plan compares the files the pipeline produced (`dataset_files`) with the repository at one
+pinned commit — anything else in the folder is listed as not ours and never sent — so a dry run shows
 exactly what the commit will carry, and the commit names that pinned commit as its parent: if
 anyone pushed in between, the Hub refuses the commit instead of silently overwriting their work.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +64,7 @@ class PublishPlan:
     changed: tuple[PlanEntry, ...]
     deleted: tuple[PlanEntry, ...]
     unchanged: tuple[PlanEntry, ...]
+    not_ours: tuple[PlanEntry, ...] = ()  # files in the folder the pipeline did not produce: never sent
 
     @property
     def creates_repo(self) -> bool:
@@ -92,9 +95,11 @@ def hub_api(endpoint: str | None = None, token: str | None = None) -> HfApi:
     return HfApi(endpoint=endpoint, token=token, library_name="vae-pipeline")
 
 
-def plan_publish(dataset_dir: Path, api: HfApi, repo_id: str, *, revision: str = "main") -> PublishPlan:
-    """Classify every file of `dataset_dir` against the repository at `revision` (read-only requests)."""
-    local = _local_files(dataset_dir)
+def plan_publish(dataset_dir: Path, api: HfApi, repo_id: str, produced: Collection[str], *,
+                 revision: str = "main") -> PublishPlan:
+    """Classify the `produced` files of `dataset_dir` (relative posix paths) against the repository
+    at `revision` (read-only requests); every other file of the folder is listed as not ours."""
+    local, strays = _local_files(dataset_dir, produced)
     try:
         parent = api.repo_info(repo_id, repo_type=REPO_TYPE, revision=revision).sha
     except RevisionNotFoundError:
@@ -119,7 +124,9 @@ def plan_publish(dataset_dir: Path, api: HfApi, repo_id: str, *, revision: str =
         else:
             changed.append(entry)
     deleted = [PlanEntry(p, r.size) for p, r in sorted(remote.items()) if p not in local and p != GITATTRIBUTES]
-    return PublishPlan(repo_id, revision, parent, tuple(added), tuple(changed), tuple(deleted), tuple(unchanged))
+    not_ours = [PlanEntry(rel, path.stat().st_size) for rel, path in strays.items()]
+    return PublishPlan(repo_id, revision, parent, tuple(added), tuple(changed), tuple(deleted), tuple(unchanged),
+                       tuple(not_ours))
 
 
 def format_plan(plan: PublishPlan) -> str:
@@ -135,6 +142,9 @@ def format_plan(plan: PublishPlan) -> str:
     ):
         lines.append(f"{title}: {_count(entries)}, {_total(entries):,} bytes")
         lines.extend(f"  {mark} {e.path} ({e.bytes:,} bytes)" for e in entries)
+    if plan.not_ours:
+        lines.append(f"not ours, not sent: {_count(plan.not_ours)}, {_total(plan.not_ours):,} bytes")
+        lines.extend(f"  ! {e.path} ({e.bytes:,} bytes)" for e in plan.not_ours)
     if plan.is_empty:
         lines.append("nothing to send: the repository already matches the dataset folder")
     else:
@@ -197,18 +207,21 @@ def execute_plan(
     return info.pr_url if create_pr else info.commit_url
 
 
-def _local_files(dataset_dir: Path) -> dict[str, Path]:
-    """Every file under `dataset_dir` by relative posix path, sorted; refuses what the Hub cannot hold."""
+def _local_files(dataset_dir: Path, produced: Collection[str]) -> tuple[dict[str, Path], dict[str, Path]]:
+    """The produced files under `dataset_dir` and every other file, by relative posix path, sorted;
+    refuses what the Hub cannot hold."""
     if not dataset_dir.is_dir():
         raise PublishError(f"{dataset_dir} is not a directory")
-    files = dict(sorted((p.relative_to(dataset_dir).as_posix(), p) for p in dataset_dir.rglob("*") if p.is_file()))
+    found = sorted((p.relative_to(dataset_dir).as_posix(), p) for p in dataset_dir.rglob("*") if p.is_file())
+    files = {rel: path for rel, path in found if rel in produced}
+    strays = {rel: path for rel, path in found if rel not in produced}
     if not files:
         # An empty folder would plan the deletion of the whole published dataset.
         raise PublishError(f"{dataset_dir} holds no files: nothing to publish")
     forbidden = [rel for rel in files if _FORBIDDEN_PARTS.intersection(rel.split("/"))]
     if forbidden:
         raise PublishError(f"{forbidden[0]}: files under .git/ or .cache/ cannot be published")
-    return files
+    return files, strays
 
 
 def _remote_files(api: HfApi, repo_id: str, commit: str) -> dict[str, _Remote]:

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.json_schema import contract_validator
+from vae_pipeline.domain.line_scrub import scrub_line
 
 SERIES_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 EPISODE_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")
-SERIES_STATUSES = ("running", "paused", "completed")
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ARCHIVE_SUFFIX = ".tar.zst"
 
@@ -40,10 +41,15 @@ class Series:
 
 @dataclass(frozen=True)
 class Skipped:
-    """A folder under the runs root that is not a usable series, and why."""
+    """A folder under the runs root that is not a usable series, and why. The name is input
+    (a folder named after a key is skipped, and printed): it is kept scrubbed."""
 
     name: str
     reason: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", scrub_line(self.name))
+        object.__setattr__(self, "reason", scrub_line(self.reason))
 
 
 @dataclass(frozen=True)
@@ -57,7 +63,7 @@ class EpisodeEntry:
 
 
 def read_series_json(path: Path) -> dict:
-    """Parse and type-check series.json; raises BadInput."""
+    """Parse series.json and validate it against `meta/series.schema.json`; raises BadInput."""
     file = "series.json"
     try:
         text = path.read_text(encoding="utf-8")
@@ -67,16 +73,7 @@ def read_series_json(path: Path) -> dict:
         info = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadInput(file, f"is not valid JSON ({exc.msg})", line=exc.lineno) from None
-    if not isinstance(info, dict):
-        raise BadInput(file, "must hold a JSON object")
-    for key in ("series_id", "sample", "status"):
-        if not isinstance(info.get(key), str):
-            raise BadInput(file, f"field '{key}' must be a string")
-    if info["status"] not in SERIES_STATUSES:
-        raise BadInput(file, f"field 'status' must be one of {', '.join(SERIES_STATUSES)}")
-    for key in ("actor", "harness"):
-        if key in info and not isinstance(info[key], dict):
-            raise BadInput(file, f"field '{key}' must be an object")
+    contract_validator("series").validate(info, text, file)
     return info
 
 

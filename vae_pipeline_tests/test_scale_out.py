@@ -137,13 +137,12 @@ def test_celery_build_runs_every_step_in_the_worker_and_writes_the_same_bytes(po
             assert records
             for record in records:
                 events = [e for e in instance.all_logs(record.dagster_run.run_id) if e.is_dagster_event]
-                started = {e.step_key for e in events if e.dagster_event.event_type_value == "STEP_START"}
+                starts = [e for e in events if e.dagster_event.event_type_value == "STEP_START"]
                 in_worker = {e.step_key for e in events if e.dagster_event.event_type_value == "ENGINE_EVENT"
-                             and e.message == f"Executing steps {e.step_key} in celery worker"
-                             and e.dagster_event.engine_event_data.metadata["Celery worker"].value.startswith(name)}
-                assert started and started == in_worker, record.dagster_run.run_id
-                assert {e.pid for e in events if e.dagster_event.event_type_value == "STEP_START"} - {os.getpid()} \
-                    == {e.pid for e in events if e.dagster_event.event_type_value == "STEP_START"}
+                             and e.message.endswith(f"Executing steps {e.step_key} in celery worker")
+                             and e.dagster_event.engine_event_data.metadata["Celery worker"].text.startswith(f"{name}@")}
+                assert starts and {e.step_key for e in starts} == in_worker, record.dagster_run.run_id
+                assert os.getpid() not in {e.dagster_event.pid for e in starts}  # not in the build's process
             materialized = {(m.asset_key.to_user_string(), m.partition)
                             for r in records for m in _materializations(instance, r.dagster_run.run_id)}
         assert materialized == expected_materializations(small_runs.series)

@@ -23,11 +23,12 @@ import sys
 import tempfile
 import time
 import uuid
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import dagster as dg  # noqa: F401  (imported before the first timing)
+import dagster as dg  # imported before the first timing
 import redis
 
 from vae_pipeline.cli import build, settings
@@ -74,6 +75,9 @@ def timed_build(runs: Path, root: Path, engine: str, prefix: str) -> tuple[float
 
 
 def main() -> int:
+    warnings.filterwarnings("ignore", category=dg.BetaWarning)
+    warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+    warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--series", type=int, default=2)
     parser.add_argument("--episodes", type=int, default=4)

@@ -1,6 +1,8 @@
 """Every dagster.yaml variant passes Dagster's own instance validation; queue, pools, executor choice."""
 
 import os
+import threading
+import time
 
 import dagster as dg
 import pytest
@@ -11,7 +13,9 @@ from dagster._core.run_coordinator import QueuedRunCoordinator
 from vae_pipeline.definitions import defs
 from vae_pipeline.executor import engine_of
 from vae_pipeline.pools import ensure_pool_limits
+from vae_pipeline.sample.generator import generate
 from vae_pipeline.settings import PROJECT_ROOT, apply_defaults, instance_yaml
+from vae_pipeline_tests.conftest import META
 
 VARIANTS = {"sqlite": PROJECT_ROOT / "dagster.yaml",
             **{p.name.removeprefix("dagster.").removesuffix(".yaml"): p
@@ -131,3 +135,30 @@ def test_celery_broker_settings_come_from_the_environment():
     assert args["config_source"].result_backend_transport_options == {"global_keyprefix": "night-"}
     default = celery_executor_from_env(environ={}).app_args()
     assert default["broker"] == "redis://127.0.0.1:6379/0"
+
+
+def test_a_renders_step_waits_while_the_renders_slot_is_taken(pipeline_env, tmp_path):
+    """The pool binds every launch path, `vae build`'s in-process runs included."""
+    from vae_pipeline.cli import build
+
+    runs = generate(tmp_path / "runs", META, series=1, episodes=1, seed=5, bad=False)
+    apply_defaults(dict(os.environ))  # the embedded instance in DAGSTER_HOME, as `vae build` makes it
+    with dg.DagsterInstance.get() as instance:
+        ensure_pool_limits(instance)
+        storage = instance.event_log_storage
+        assert storage.claim_concurrency_slot("renders", "another-run", "renders").is_claimed
+        result: dict = {}
+        builder = threading.Thread(target=lambda: result.update(build(runs.root, pipeline_env["dataset"])))
+        builder.start()
+        deadline = time.monotonic() + 240
+        while not storage.get_concurrency_info("renders").pending_steps:
+            assert builder.is_alive() and time.monotonic() < deadline, "the renders step never waited"
+            time.sleep(0.2)
+        time.sleep(2)
+        assert instance.get_latest_materialization_event(dg.AssetKey("renders")) is None
+        assert [s.run_id for s in storage.get_concurrency_info("renders").claimed_slots] == ["another-run"]
+        storage.free_concurrency_slots_for_run("another-run")
+        builder.join(300)
+        assert not builder.is_alive() and result["failed_runs"] == []
+        assert instance.get_latest_materialization_event(dg.AssetKey("renders")) is not None
+        assert storage.get_concurrency_info("renders").claimed_slots == []

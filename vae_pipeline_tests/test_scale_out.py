@@ -16,7 +16,7 @@ import pytest
 
 from vae_pipeline.cli import build
 from vae_pipeline.sample.generator import generate
-from vae_pipeline.settings import PROJECT_ROOT
+from vae_pipeline.settings import PROJECT_ROOT, apply_defaults
 from vae_pipeline_tests.conftest import META, isolate
 from vae_pipeline_tests.services import answers, free_port, postgres_database, process, query, redis_prefix, wait_for
 
@@ -61,15 +61,13 @@ def postgres_build(small_runs, tmp_path_factory):
         monkeypatch.delenv("VAE_EXECUTOR", raising=False)
         monkeypatch.setenv("VAE_RUNS_ROOT", str(small_runs.root))
         monkeypatch.setenv("VAE_DATASET_DIR", str(paths["dataset"]))
-        from vae_pipeline.settings import apply_defaults
-
-        apply_defaults()  # DAGSTER_HOME/dagster.yaml is the Postgres variant from here on
+        env = apply_defaults(dict(os.environ))  # DAGSTER_HOME/dagster.yaml is the Postgres variant from here on
         port = free_port()
         workspace = str(PROJECT_ROOT / "workspace.yaml")
         web_log, daemon_log = root / "webserver.log", root / "daemon.log"
         with process([str(BIN / "dagster-webserver"), "-w", workspace, "-h", "127.0.0.1", "-p", str(port)],
-                     dict(os.environ), web_log) as web, \
-                process([str(BIN / "dagster-daemon"), "run", "-w", workspace], dict(os.environ), daemon_log) as daemon:
+                     env, web_log) as web, \
+                process([str(BIN / "dagster-daemon"), "run", "-w", workspace], env, daemon_log) as daemon:
             wait_for(lambda: answers(f"http://127.0.0.1:{port}/server_info"), "webserver", web, web_log)
             started = time.time()
             printed = io.StringIO()

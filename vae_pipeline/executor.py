@@ -16,11 +16,13 @@ from dagster._core.definitions.executor_definition import (
     get_retries_config,
 )
 from dagster._core.execution.retries import RetryMode
+from dagster_celery import core_execution_loop
 from dagster_celery.config import DEFAULT_CONFIG
 from dagster_celery.executor import CeleryExecutor
 
 ENGINES = ("in_process", "celery")
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
+CELERY_POLL_SECONDS = 0.1
 
 
 def engine_of(config: Mapping[str, object]) -> str:
@@ -69,5 +71,8 @@ def vae_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
     """Steps in the run's own process, or one Celery task per step on `vae worker`s."""
     config = init_context.executor_config
     if engine_of(config) == "celery":
+        # dagster-celery's loop sleeps this long between polls of its steps' results (1 s as
+        # shipped): with steps of a second or two, that wait would be most of the overhead
+        core_execution_loop.TICK_SECONDS = CELERY_POLL_SECONDS
         return celery_executor_from_env(RetryMode.from_config(config["retries"]))
     return _core_in_process_executor_creation({"retries": config["retries"]})

@@ -12,9 +12,6 @@ import dagster as dg
 
 from vae_pipeline.executor import engine_of
 
-PARTITION_RANGE_START = "dagster/asset_partition_range_start"
-PARTITION_RANGE_END = "dagster/asset_partition_range_end"
-
 
 def job_named(name: str) -> dg.JobDefinition:
     """The code location's job `name` (what a worker reconstructs a run's job with)."""
@@ -24,17 +21,15 @@ def job_named(name: str) -> dg.JobDefinition:
 
 
 def run_job(name: str, instance: dg.DagsterInstance, *, asset_selection: Sequence[dg.AssetKey] | None = None,
-            partition_key: str | None = None, partition_range: tuple[str, str] | None = None,
-            tags: Mapping[str, str] | None = None, run_config: Mapping | None = None,
+            partition_key: str | None = None, tags: Mapping[str, str] | None = None, run_config: Mapping | None = None,
             ) -> dg.ExecuteInProcessResult | dg.JobExecutionResult:
     """One run of job `name`; the result has `success`, `run_id`, `all_events` and the materializations.
 
-    `partition_range` (first, last) makes one run over a range of partitions. The engine is
-    `run_config`'s `execution.config.engine`, else `VAE_EXECUTOR`, else in-process.
+    A run over a range of partitions takes Dagster's range tags (`dagster/asset_partition_range_start`
+    and `_end`) in `tags`. The engine is `run_config`'s `execution.config.engine`, else
+    `VAE_EXECUTOR`, else in-process.
     """
     run_tags = dict(tags or {})
-    if partition_range is not None:
-        run_tags.update({PARTITION_RANGE_START: partition_range[0], PARTITION_RANGE_END: partition_range[1]})
     config = dict(run_config or {})
     if engine_of(config.get("execution", {}).get("config", {})) == "in_process":
         config.pop("execution", None)  # execute_in_process takes no executor config

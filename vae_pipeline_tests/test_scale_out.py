@@ -20,6 +20,9 @@ from vae_pipeline.settings import PROJECT_ROOT, apply_defaults
 from vae_pipeline_tests.conftest import META, isolate
 from vae_pipeline_tests.services import answers, free_port, postgres_database, process, query, redis_prefix, wait_for
 
+# dagster-celery registers its step task again for every step it submits; celery warns each time
+pytestmark = pytest.mark.filterwarnings("ignore:Task name 'execute_plan' is already registered")
+
 BIN = Path(sys.executable).parent
 PARTITIONED = {"episodes", "renders", "verdicts", "labels", "bundles"}  # README's asset table
 UNPARTITIONED = {"brief_bank", "rubric", "dataset_meta", "episode_table", "dataset_rows", "dataset_episodes",

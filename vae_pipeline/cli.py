@@ -24,6 +24,8 @@ from vae_pipeline.definitions import defs, resources_from_environ
 from vae_pipeline.domain.line_scrub import scrub_line
 from vae_pipeline.domain.review_site import SITE_DIR
 from vae_pipeline.domain.scrub import ScrubConfig
+from vae_pipeline.launch import run_job
+from vae_pipeline.pools import ensure_pool_limits
 from vae_pipeline.refresh import (
     REFRESH_TAG,
     failed_only_on_checks,
@@ -102,6 +104,7 @@ def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
     except dg.Failure as exc:
         raise CliError(exc.description) from None
     instance = dg.DagsterInstance.get()
+    ensure_pool_limits(instance)
     changes = sync_series(instance, runs_root)
     for skipped in changes.skipped:
         _say(f"skipped folder {skipped.name}: {skipped.reason}")
@@ -109,7 +112,6 @@ def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
         _say(f"new series: {', '.join(changes.added)}")
     if changes.removed:
         _say(f"series gone from the runs root: {', '.join(changes.removed)}")
-    job = defs.resolve_job_def("refresh")
     materialized: dict[str, list[str | None]] = defaultdict(list)
     failed: list[dict] = []
     failed_keys: set[tuple[dg.AssetKey, str | None]] = set()
@@ -122,9 +124,9 @@ def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
         for partition, keys in runs:
             names = ", ".join(k.to_user_string() for k in keys)
             _say(f"[stage {round_number}] {partition or 'all series'}: {names}")
-            result = job.execute_in_process(instance=instance, partition_key=partition, asset_selection=keys,
-                                            raise_on_error=False, tags={REFRESH_TAG: "true"},
-                                            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
+            result = run_job("refresh", instance, partition_key=partition, asset_selection=keys,
+                             tags={REFRESH_TAG: "true"},
+                             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
             for event in result.get_asset_materialization_events():
                 materialization = event.step_materialization_data.materialization
                 materialized[materialization.asset_key.to_user_string()].append(materialization.partition)
@@ -230,6 +232,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
     if args.rubric_version:
         os.environ["VAE_RUBRIC_VERSION"] = args.rubric_version
     apply_defaults()
+    with dg.DagsterInstance.get() as instance:
+        ensure_pool_limits(instance)
     workspace = PROJECT_ROOT / "workspace.yaml"
     # the interpreter running `vae`, not a `dagster` on PATH: `dagster dev` starts the webserver,
     # the daemon and the code server with its own interpreter, so all of them run in this venv
@@ -265,6 +269,24 @@ def cmd_review(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
+    return 0
+
+
+# ---------------------------------------------------------------- vae worker
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """A Celery worker for the steps of runs on the Celery engine, started as
+    `dagster-celery worker start` starts one, with the interpreter running `vae`."""
+    os.environ.update(_paths(Path(args.runs), Path(args.out)))  # the steps' settings, for the worker exec'd below
+    apply_defaults()
+    command = [sys.executable, "-m", "celery", "-A", "vae_pipeline.celery_app", "worker",
+               "--prefetch-multiplier=1", "--loglevel", "DEBUG" if args.debug else "INFO", "-Q", "dagster",
+               "-n", f"{args.name}@%h"]
+    if args.concurrency:
+        command += ["--concurrency", str(args.concurrency)]
+    _say(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} {' '.join(command[1:])}")
+    os.execv(command[0], command)
     return 0
 
 
@@ -358,6 +380,13 @@ def parser() -> argparse.ArgumentParser:
     review.add_argument("--serve", action="store_true", help="serve the site on 127.0.0.1 instead")
     review.add_argument("--port", type=int, default=8765, help="with --serve (0: any free port)")
     review.set_defaults(func=cmd_review)
+
+    worker = sub.add_parser("worker", help="start a Celery worker for runs on the Celery engine (VAE_EXECUTOR=celery)")
+    worker.add_argument("--runs", required=True, type=Path)
+    worker.add_argument("--out", required=True, type=Path)
+    worker.add_argument("--name", default=f"vae-{os.getpid()}", help="worker name (before @host)")
+    worker.add_argument("--concurrency", type=int, help="steps at once (default: the number of cores)")
+    worker.set_defaults(func=cmd_worker)
 
     pub = sub.add_parser("publish", help="check, then publish the dataset folder to the Hub (dry run by default)")
     pub.add_argument("--dataset", required=True, type=Path)

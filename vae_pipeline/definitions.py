@@ -9,6 +9,7 @@ import dagster as dg
 
 from vae_pipeline.assets import ASSETS, PUBLISH_CHECKS
 from vae_pipeline.assets.hub_release import hub_release
+from vae_pipeline.executor import vae_executor
 from vae_pipeline.io_manager import ParquetTableIOManager
 from vae_pipeline.jobs import publish_job, refresh_job, rehost_job
 from vae_pipeline.resources import (
@@ -59,5 +60,5 @@ defs = dg.Definitions(
     schedules=[nightly_refresh],
     # settings come from the environment when a run starts (EnvVar), never at import
     resources=build_resources(dg.EnvVar, dg.EnvVar.int),
-    executor=dg.in_process_executor,
+    executor=vae_executor,  # in-process unless VAE_EXECUTOR or the run config says celery
 )

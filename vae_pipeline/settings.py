@@ -11,6 +11,8 @@ import os
 import shutil
 from pathlib import Path
 
+from vae_pipeline.domain.files import write_if_changed
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The project's own meta/, found from the package's location (an editable install runs from the
 # checkout), so `vae` finds it from any folder and an operator's edits to it (withheld.jsonl,
@@ -31,9 +33,22 @@ DEFAULTS = {
 }
 
 
+def instance_yaml(name: str) -> Path:
+    """The `dagster.yaml` variant VAE_INSTANCE names: `sqlite` (the embedded default) or one in deploy/."""
+    path = PROJECT_ROOT / "dagster.yaml" if name == "sqlite" else PROJECT_ROOT / "deploy" / f"dagster.{name}.yaml"
+    if not path.is_file() or "/" in name:
+        choices = ["sqlite", *sorted(p.name[len("dagster."):-len(".yaml")] for p in (PROJECT_ROOT / "deploy").glob("dagster.*.yaml"))]
+        raise ValueError(f"VAE_INSTANCE={name!r} names no instance configuration; use one of {', '.join(choices)}")
+    return path
+
+
 def apply_defaults(environ: dict[str, str] | None = None) -> dict[str, str]:
     """Fill unset variables with their defaults, make folder settings absolute; DAGSTER_HOME
-    defaults to $VAE_HOME/dagster."""
+    defaults to $VAE_HOME/dagster.
+
+    Its `dagster.yaml` is the VAE_INSTANCE variant when that is set (replacing a different one),
+    else the embedded default, copied only when the folder has none.
+    """
     env = os.environ if environ is None else environ
     for name, value in DEFAULTS.items():
         env.setdefault(name, value)
@@ -43,6 +58,8 @@ def apply_defaults(environ: dict[str, str] | None = None) -> dict[str, str]:
             env[name] = str(Path(env[name]).resolve())
     home = Path(env["DAGSTER_HOME"])
     home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists():
+    if env.get("VAE_INSTANCE"):
+        write_if_changed(home / "dagster.yaml", instance_yaml(env["VAE_INSTANCE"]).read_bytes())
+    elif not (home / "dagster.yaml").exists():
         shutil.copyfile(PROJECT_ROOT / "dagster.yaml", home / "dagster.yaml")
     return env

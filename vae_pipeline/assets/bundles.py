@@ -46,7 +46,8 @@ def bundle_episode(runs_root: RunsRoot, warehouse: Warehouse, row: dict, config:
     return out
 
 
-@dg.asset(partitions_def=series_partitions, code_version="bundles-1", group_name="series", kinds={"zstd"})
+@dg.asset(partitions_def=series_partitions, code_version="bundles-1", group_name="series", kinds={"zstd"},
+          pool="bundles")  # vae_pipeline.pools
 def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
             warehouse: Warehouse, scrub_settings: ScrubSettings, episodes: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """The scrubbed, slimmed, byte-reproducible archive of every valid episode, and its manifest parts."""

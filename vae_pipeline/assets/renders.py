@@ -73,7 +73,7 @@ def _reusable(old: dict | None, key: str, warehouse: Warehouse) -> bool:
 
 
 @dg.asset(partitions_def=series_partitions, code_version=RENDERS_CODE_VERSION, group_name="series",
-          kinds={"pyav", "parquet"},
+          kinds={"pyav", "parquet"}, pool="renders",  # vae_pipeline.pools
           check_specs=[dg.AssetCheckSpec("every_delivered_video_analysed", asset="renders"),
                        dg.AssetCheckSpec("facts_in_domain", asset="renders")])
 def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,

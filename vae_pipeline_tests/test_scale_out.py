@@ -1,0 +1,159 @@
+"""The shared deployment on the real services: a Postgres instance that `vae build`, the webserver
+and the daemon use at once, and a build whose steps run in a `vae worker` on Celery (Redis)."""
+
+import contextlib
+import io
+import json
+import os
+import re
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from vae_pipeline.cli import build
+from vae_pipeline.sample.generator import generate
+from vae_pipeline.settings import PROJECT_ROOT, apply_defaults
+from vae_pipeline_tests.conftest import META, isolate
+from vae_pipeline_tests.services import answers, free_port, postgres_database, process, query, redis_prefix, wait_for
+
+# dagster-celery registers its step task again for every step it submits; celery warns each time
+pytestmark = pytest.mark.filterwarnings("ignore:Task name 'execute_plan' is already registered")
+
+BIN = Path(sys.executable).parent
+PARTITIONED = {"episodes", "renders", "verdicts", "labels", "bundles"}  # README's asset table
+UNPARTITIONED = {"brief_bank", "rubric", "dataset_meta", "episode_table", "dataset_rows", "dataset_episodes",
+                 "dataset_card"}  # hub_release only in the publish job
+
+
+@pytest.fixture(scope="module")
+def small_runs(tmp_path_factory):
+    """Two series of one good episode: the engines, not the data, are under test."""
+    return generate(tmp_path_factory.mktemp("runs"), META, series=2, episodes=1, seed=23, bad=False)
+
+
+def expected_materializations(series) -> set[tuple[str, str | None]]:
+    return {(key, s) for key in PARTITIONED for s in series} | {(key, None) for key in UNPARTITIONED}
+
+
+def dataset_bytes(folder: Path) -> dict[str, bytes]:
+    """Every file of a dataset folder; the card's refresh time is the one line that may differ."""
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    files["README.md"] = re.sub(rb"Last refreshed: [^(]*\(UTC\)", b"Last refreshed: - (UTC)", files["README.md"])
+    return files
+
+
+def graphql(port: int, text: str) -> dict:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": text}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())["data"]
+
+
+@pytest.fixture(scope="module")
+def postgres_build(small_runs, tmp_path_factory):
+    """`vae build` (in-process) on a new Postgres instance while its webserver and daemon run."""
+    root = tmp_path_factory.mktemp("pg")
+    with postgres_database() as url, pytest.MonkeyPatch.context() as monkeypatch:
+        paths = isolate(root, monkeypatch)
+        monkeypatch.setenv("VAE_INSTANCE", "postgres")
+        monkeypatch.setenv("DAGSTER_PG_URL", url)
+        monkeypatch.delenv("VAE_EXECUTOR", raising=False)
+        monkeypatch.setenv("VAE_RUNS_ROOT", str(small_runs.root))
+        monkeypatch.setenv("VAE_DATASET_DIR", str(paths["dataset"]))
+        env = apply_defaults(dict(os.environ))  # DAGSTER_HOME/dagster.yaml is the Postgres variant from here on
+        port = free_port()
+        workspace = str(PROJECT_ROOT / "workspace.yaml")
+        web_log, daemon_log = root / "webserver.log", root / "daemon.log"
+        with process([str(BIN / "dagster-webserver"), "-w", workspace, "-h", "127.0.0.1", "-p", str(port)],
+                     env, web_log) as web, \
+                process([str(BIN / "dagster-daemon"), "run", "-w", workspace], env, daemon_log) as daemon:
+            wait_for(lambda: answers(f"http://127.0.0.1:{port}/server_info"), "webserver", web, web_log)
+            started = time.time()
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                summary = build(small_runs.root, paths["dataset"])
+            finished = time.time()
+            # both still serving after the build, and the webserver lists the build's runs
+            seen = graphql(port, "{ runsOrError { ... on Runs { results { runId status } } } }")
+            assert web.poll() is None and daemon.poll() is None
+            yield {**paths, "url": url, "summary": summary, "started": started, "finished": finished,
+                   "webserver_runs": seen["runsOrError"]["results"],
+                   "runs_printed": sum(line.startswith("[stage ") for line in printed.getvalue().splitlines())}
+
+
+def test_build_on_postgres_stores_runs_and_materializations_there(postgres_build, small_runs):
+    assert postgres_build["summary"]["failed_runs"] == []
+    url = postgres_build["url"]
+    materialized = query(url, "SELECT asset_key, partition FROM event_logs "
+                              "WHERE dagster_event_type = 'ASSET_MATERIALIZATION'")
+    keys = {(json.loads(key)[0], partition) for key, partition in materialized}
+    assert keys == expected_materializations(small_runs.series)
+    runs = query(url, "SELECT run_id, status FROM runs")
+    assert runs and {status for _, status in runs} >= {"SUCCESS"}
+    # nothing of the instance's storage went to SQLite files under DAGSTER_HOME
+    home = postgres_build["home"] / "dagster"
+    assert not list(home.rglob("*.db"))
+
+
+def test_webserver_and_daemon_work_on_the_same_instance_during_the_build(postgres_build):
+    url = postgres_build["url"]
+    statuses = dict(query(url, "SELECT run_id, status FROM runs"))
+    launched_by_daemon = {run_id for run_id, in query(
+        url, "SELECT run_id FROM run_tags WHERE key IN ('dagster/sensor_name', 'dagster/schedule_name')")}
+    build_runs = set(statuses) - launched_by_daemon
+    seen = {run["runId"]: run["status"] for run in postgres_build["webserver_runs"]}
+    assert len(build_runs) == postgres_build["runs_printed"] > 0  # one run per line the build printed
+    assert build_runs <= set(seen)
+    assert {run_id: seen[run_id] for run_id in build_runs} == {run_id: statuses[run_id] for run_id in build_runs}
+    # the daemon, started before the build, keeps beating in Postgres once the build has started
+    deadline = time.monotonic() + 120
+    while True:
+        beats = {daemon_type: json.loads(body)["timestamp"]
+                 for daemon_type, body in query(url, "SELECT daemon_type, body FROM daemon_heartbeats")}
+        fresh = {daemon_type for daemon_type, ts in beats.items() if ts >= postgres_build["started"]}
+        if {"SENSOR", "SCHEDULER", "QUEUED_RUN_COORDINATOR"} <= fresh or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert {"SENSOR", "SCHEDULER", "QUEUED_RUN_COORDINATOR"} <= fresh, beats
+
+
+def test_celery_build_runs_every_step_in_the_worker_and_writes_the_same_bytes(postgres_build, small_runs,
+                                                                               tmp_path, monkeypatch):
+    paths = isolate(tmp_path, monkeypatch)
+    with postgres_database() as url, redis_prefix() as prefix:
+        monkeypatch.setenv("VAE_INSTANCE", "postgres")
+        monkeypatch.setenv("DAGSTER_PG_URL", url)
+        monkeypatch.setenv("VAE_CELERY_PREFIX", prefix)
+        monkeypatch.setenv("VAE_EXECUTOR", "celery")
+        worker_log = tmp_path / "worker.log"
+        name = f"vae-test-{os.getpid()}"
+        command = [str(BIN / "vae"), "worker", "--runs", str(small_runs.root), "--out", str(paths["dataset"]),
+                   "--name", name, "--concurrency", "2"]
+        with process(command, dict(os.environ), worker_log) as worker:
+            wait_for(lambda: b" ready." in worker_log.read_bytes(), "vae worker", worker, worker_log)
+            summary = build(small_runs.root, paths["dataset"])
+            assert worker.poll() is None
+        assert summary["failed_runs"] == []
+        with dg.DagsterInstance.get() as instance:
+            records = instance.get_run_records()
+            assert records
+            for record in records:
+                events = [e for e in instance.all_logs(record.dagster_run.run_id) if e.is_dagster_event]
+                starts = [e for e in events if e.dagster_event.event_type_value == "STEP_START"]
+                in_worker = {e.step_key for e in events if e.dagster_event.event_type_value == "ENGINE_EVENT"
+                             and e.message.endswith(f"Executing steps {e.step_key} in celery worker")
+                             and e.dagster_event.engine_event_data.metadata["Celery worker"].text.startswith(f"{name}@")}
+                assert starts and {e.step_key for e in starts} == in_worker, record.dagster_run.run_id
+                assert os.getpid() not in {e.dagster_event.pid for e in starts}  # not in the build's process
+            materialized = {(m.asset_key.to_user_string(), m.partition)
+                            for r in records for m in _materializations(instance, r.dagster_run.run_id)}
+        assert materialized == expected_materializations(small_runs.series)
+    assert dataset_bytes(paths["dataset"]) == dataset_bytes(postgres_build["dataset"])
+
+
+def _materializations(instance: dg.DagsterInstance, run_id: str) -> list[dg.AssetMaterialization]:
+    return [e.asset_materialization for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)]

@@ -6,11 +6,12 @@ recompute them and check a stored `frames/labels.json`.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+import simplejpeg
 from PIL import Image
 
 from vae_pipeline.domain.files import write_atomic
@@ -63,8 +64,27 @@ def sample_times(duration_s: float, fps: float, brief: dict, *, frames: int = 14
     return [{"t_s": round(t, 3), "reason": r} for t, r in sorted(chosen, key=lambda c: c[0])]
 
 
+def encode_frame(pixels: np.ndarray, quality: int = 90) -> bytes:
+    """One judge frame, (height, width, 3) RGB or (height, width, 4) RGBX bytes, as a 4:2:0 JPEG
+    at the rubric's quality.
+
+    libjpeg-turbo through simplejpeg, which lets go of the GIL while it encodes (Pillow's
+    encoder holds it, and so stalls every other thread of the `renders` step); the same
+    quantization tables and pictures as Pillow's `save(format="JPEG", quality=...)`.
+    """
+    colorspace = {3: "RGB", 4: "RGBX"}[pixels.shape[2]]
+    return simplejpeg.encode_jpeg(np.ascontiguousarray(pixels), quality=quality, colorspace=colorspace,
+                                  colorsubsampling="420")
+
+
 def save_frames(frames: Sequence[tuple[float, str, Image.Image]], out_dir: Path,
                 quality: int = 90) -> list[dict]:
+    """Write the pictures as JPEG with `write_frames`; return the labels."""
+    return write_frames([(t_s, reason, encode_frame(np.asarray(image.convert("RGB")), quality))
+                         for t_s, reason, image in frames], out_dir)
+
+
+def write_frames(frames: Sequence[tuple[float, str, bytes]], out_dir: Path) -> list[dict]:
     """Write `f00.jpg`, `f01.jpg`... and `labels.json` (written last); return the labels.
 
     Frame files of an earlier, longer save are removed so the folder matches its labels.
@@ -72,12 +92,9 @@ def save_frames(frames: Sequence[tuple[float, str, Image.Image]], out_dir: Path,
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     labels = []
-    for i, (t_s, reason, image) in enumerate(frames):
+    for i, (t_s, reason, jpeg) in enumerate(frames):
         name = f"f{i:02d}.jpg"
-        rgb = image.convert("RGB")
-        encoded = io.BytesIO()
-        rgb.save(encoded, format="JPEG", quality=quality)
-        write_atomic(out_dir / name, encoded.getvalue())
+        write_atomic(out_dir / name, jpeg)
         labels.append({"file": name, "t_s": t_s, "reason": reason})
     text = json.dumps(labels, indent=2) + "\n"
     write_atomic(out_dir / "labels.json", text.encode("utf-8"))

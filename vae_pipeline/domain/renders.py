@@ -6,6 +6,8 @@ shrunk to its sheet tile on the worker as soon as it is decoded, so no full-size
 kept; the calling thread only writes the files, and its waits on the disk overlap the
 workers' decoding. Each video is decoded on one thread when several run side by side, like
 `ffmpeg -threads 1` with one clip per core: no time lost handing frames between threads.
+Pillow's JPEG encoder holds the GIL (and stalls the other workers), so frames are encoded with
+simplejpeg, which does not.
 """
 
 from collections.abc import Iterator, Sequence
@@ -64,8 +66,13 @@ def write_outputs(job: RenderJob, analysis: VideoAnalysis) -> Rendered:
 
 def iter_renders(jobs: Sequence[RenderJob], workers: int) -> Iterator[Rendered]:
     """Every job rendered and written, in order, `workers` videos decoding at once: one decoder
-    thread each when there is more than one video, else FFmpeg's own threads for the lone one."""
-    decoder_threads = 1 if workers > 1 and len(jobs) > 1 else 0
-    analyses = map_in_order(partial(take_frames, decoder_threads=decoder_threads), jobs, workers)
-    for job, analysis in zip(jobs, analyses, strict=True):
+    thread each while others run beside it; the last video (or a lone one) gets FFmpeg's own
+    threads, so no core idles at the end of the step."""
+    last = len(jobs) - 1
+
+    def take(indexed: tuple[int, RenderJob]) -> VideoAnalysis:
+        index, job = indexed
+        return take_frames(job, decoder_threads=1 if workers > 1 and index < last else 0)
+
+    for job, analysis in zip(jobs, map_in_order(take, enumerate(jobs), workers), strict=True):
         yield write_outputs(job, analysis)

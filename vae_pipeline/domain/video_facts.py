@@ -465,11 +465,10 @@ def map_in_order(work: Callable[[Job], Result], jobs: Iterable[Job], workers: in
             yield pending.popleft().result()
 
 
-def iter_analyses(paths_and_samplers: Iterable[tuple[Path, Sampler | None]], workers: int,
-                  decoder_threads: int = 0) -> Iterator[VideoAnalysis]:
+def iter_analyses(paths_and_samplers: Iterable[tuple[Path, Sampler | None]],
+                  workers: int) -> Iterator[VideoAnalysis]:
     """`analyse_video` over many files in input order, up to `workers` at once."""
-    return map_in_order(lambda job: analyse_video(*job, decoder_threads=decoder_threads),
-                        paths_and_samplers, workers)
+    return map_in_order(lambda job: analyse_video(*job), paths_and_samplers, workers)
 
 
 def analyse_many(paths_and_samplers: Iterable[tuple[Path, Sampler | None]],

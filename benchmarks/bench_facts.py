@@ -2,13 +2,14 @@
 
 Makes 12 clips the size the harness delivers (1920x1080 @30 fps H.264, 10-12 s, with the sample
 generator's planted black and frozen stretches; x264 preset as the generator's), then times, in
-rounds that interleave so background load hits all alike:
+rounds that run all four back to back in a rotating order (ratios are taken within a round, and
+CPU seconds are counted too: on a shared machine they move less than wall time):
   - ours: the `renders` step as the asset runs it (`iter_renders`, one worker per core): facts,
     the judge's 14 frames as JPEG files, a contact sheet per video;
   - ffmpeg filters: `ffmpeg -threads 1 -i CLIP -filter_threads 1 -vf blackdetect=d=0.1:pix_th=0.125,
     freezedetect=n=-60dB:d=0.5 -f null -`, one thread per clip, as many clips at once as cores;
   - ffmpeg decode only: the same without `-vf`;
-  - ours in a process pool instead of threads (why the step uses threads).
+  - ours with a process pool started for the step instead of threads (why the step uses threads).
 Every ratio is printed; then FFmpeg's ranges are checked against ours where the definitions
 coincide. FFmpeg is only a yardstick here; the package never calls it.
 
@@ -16,9 +17,12 @@ Run: python benchmarks/bench_facts.py [--clips 12] [--repeat 3] [--keep DIR]
 """
 
 import argparse
+import multiprocessing
 import os
 import re
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,12 +73,20 @@ def ours(jobs: list[RenderJob], workers: int) -> list:
     return list(iter_renders(jobs, workers))
 
 
-def ours_processes(pool: ProcessPoolExecutor, jobs: list[RenderJob]) -> list:
-    """The same step with the decoding and encoding in worker processes instead of threads."""
+def ours_processes(jobs: list[RenderJob], workers: int) -> list:
+    """The same step with the decoding and encoding in worker processes instead of threads,
+    started for the step (as an asset run would have to; spawned: the step's process has threads)."""
     for job in jobs:
         shutil.rmtree(job.frames_dir, ignore_errors=True)
-    analyses = pool.map(partial(take_frames, decoder_threads=1), jobs)
-    return [write_outputs(job, analysis) for job, analysis in zip(jobs, analyses)]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        analyses = pool.map(partial(take_frames, decoder_threads=1), jobs)
+        return [write_outputs(job, analysis) for job, analysis in zip(jobs, analyses)]
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children that have ended (ffmpeg, pool workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def parse_detectors(log: str) -> tuple[list[list[float]], list[list[float]]]:
@@ -128,7 +140,7 @@ def load() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clips", type=int, default=12)
-    parser.add_argument("--repeat", type=int, default=3, help="rounds; the fastest of each is kept")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; ratios are taken within a round")
     parser.add_argument("--keep", type=Path, help="folder for the clips, kept and reused between runs")
     args = parser.parse_args()
     if not shutil.which("ffmpeg"):
@@ -145,22 +157,33 @@ def main() -> int:
         sample = partial(sample_times, brief=BRIEF)
         jobs = [RenderJob(clip, sample, Path(tmp) / "frames" / clip.stem, JPEG_QUALITY) for clip in clips]
         names = ("ours", "ffmpeg filters", "ffmpeg decode", "ours, processes")
-        times: dict[str, list[float]] = {name: [] for name in names}
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(abs, range(workers)))  # start the workers outside the timing
-            for _ in range(args.repeat):
-                seconds, rendered = timed(lambda: ours(jobs, workers))
-                times["ours"].append(seconds)
-                seconds, logs = timed(lambda: peer(clips, workers, FILTERS))
-                times["ffmpeg filters"].append(seconds)
-                times["ffmpeg decode"].append(timed(lambda: peer(clips, workers))[0])
-                times["ours, processes"].append(timed(lambda: ours_processes(pool, jobs))[0])
-        best = {name: min(values) for name, values in times.items()}
-        print(f"best of {args.repeat} rounds ({load()}): " + ", ".join(f"{n} {best[n]:.2f} s" for n in names))
-        print(f"renders step / ffmpeg filters = {best['ours'] / best['ffmpeg filters']:.2f} (goal <= 1.0); "
-              f"renders step / decode only = {best['ours'] / best['ffmpeg decode']:.2f} (goal <= 1.25)")
-        print(f"renders step with processes / threads = {best['ours, processes'] / best['ours']:.2f}")
-        print("every round (s): " + "; ".join(f"{n} " + " ".join(f"{v:.2f}" for v in times[n]) for n in names))
+        runs = {
+            "ours": lambda: ours(jobs, workers),
+            "ffmpeg filters": lambda: peer(clips, workers, FILTERS),
+            "ffmpeg decode": lambda: peer(clips, workers),
+            "ours, processes": lambda: ours_processes(jobs, workers),
+        }
+        wall: dict[str, list[float]] = {name: [] for name in names}
+        cpu: dict[str, list[float]] = {name: [] for name in names}
+        results = {}
+        for round_ in range(args.repeat):
+            # each round runs all four back to back, in a rotating order, so load hits them alike
+            for name in names[round_ % 4:] + names[: round_ % 4]:
+                before = cpu_seconds()
+                seconds, results[name] = timed(runs[name])
+                wall[name].append(seconds)
+                cpu[name].append(cpu_seconds() - before)
+            print(f"round {round_ + 1} ({load()}): " + ", ".join(
+                f"{n} {wall[n][-1]:.2f} s wall / {cpu[n][-1]:.2f} s cpu" for n in names), flush=True)
+        rendered, logs = results["ours"], results["ffmpeg filters"]
+        for peer_name, goal in (("ffmpeg filters", 1.0), ("ffmpeg decode", 1.25)):
+            ratios = [o / p for o, p in zip(wall["ours"], wall[peer_name])]
+            print(f"renders step / {peer_name}: wall {statistics.median(ratios):.2f} (median of rounds "
+                  f"{', '.join(f'{r:.2f}' for r in ratios)}; goal <= {goal}), "
+                  f"cpu {sum(cpu['ours']) / sum(cpu[peer_name]):.2f}")
+        ratios = [o / p for o, p in zip(wall["ours, processes"], wall["ours"])]
+        print(f"renders step with a process pool started per step / threads: wall {statistics.median(ratios):.2f}, "
+              f"cpu {sum(cpu['ours, processes']) / sum(cpu['ours']):.2f}")
 
         counts = dict.fromkeys(("agree", "ours only", "ffmpeg only"), 0)
         for job, result, log in zip(jobs, rendered, logs, strict=True):

@@ -160,7 +160,7 @@ class _Pass:
     """What one decode pass accumulates: small per-frame numbers, never the frames.
 
     Analysis pictures are judged BATCH at a time (one numpy call for the batch, not a dozen per
-    frame); the freeze anchors still follow the definition frame by frame, see `_judge`.
+    frame); the freeze anchors still follow the definition frame by frame, see `judge`.
     """
 
     times: list[float] = field(default_factory=list)  # seconds from the first frame

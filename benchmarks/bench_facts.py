@@ -1,151 +1,211 @@
-"""Benchmark: our one-pass video facts against FFmpeg's own detectors and a bare decode.
+"""Benchmark: the `renders` step against FFmpeg's own detectors and a bare decode, on delivery-size clips.
 
-Makes 1080p30 clips with planted black and frozen stretches in a temp dir, then times
-  - ours: `analyse_video` (facts only, and facts + the judge's 14 frames),
-  - `ffmpeg -vf blackdetect=d=0.1:pix_th=0.125,freezedetect=n=-60dB:d=0.5 -f null -`,
-  - `ffmpeg -f null -` (decode only),
-and checks FFmpeg's ranges against ours where the definitions coincide. Finally it times
-`analyse_many` with threads against a process pool. FFmpeg is only a yardstick here; the
-package never calls it.
+Makes 12 clips the size the harness delivers (1920x1080 @30 fps H.264, 10-12 s, with the sample
+generator's planted black and frozen stretches; x264 preset as the generator's), then times, in
+rounds that run all four back to back in a rotating order (ratios are taken within a round, and
+CPU seconds are counted too: on a shared machine they move less than wall time):
+  - ours: the `renders` step as the asset runs it (`iter_renders`, one worker per core): facts,
+    the judge's 14 frames as JPEG files, a contact sheet per video;
+  - ffmpeg filters: `ffmpeg -threads 1 -i CLIP -filter_threads 1 -vf blackdetect=d=0.1:pix_th=0.125,
+    freezedetect=n=-60dB:d=0.5 -f null -`, one thread per clip, as many clips at once as cores;
+  - ffmpeg decode only: the same without `-vf`;
+  - ours with a process pool started for the step instead of threads (why the step uses threads).
+Every ratio is printed; then FFmpeg's ranges are checked against ours where the definitions
+coincide. FFmpeg is only a yardstick here; the package never calls it.
 
-Run: python benchmarks/bench_facts.py [--repeat N] [--preset veryfast]
+Run: python benchmarks/bench_facts.py [--clips 12] [--repeat 3] [--keep DIR]
 """
 
-from __future__ import annotations
-
 import argparse
+import multiprocessing
 import os
 import re
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
+from vae_pipeline.domain.renders import RenderJob, iter_renders, take_frames, write_outputs
 from vae_pipeline.domain.sampler import sample_times
-from vae_pipeline.domain.video_facts import analyse_many, analyse_video
+from vae_pipeline.sample.generator import HD_FPS, HD_SIZES
 from vae_pipeline.sample.video import write_video
 
-FPS = 30
-CLIPS = {
-    "a-10s": dict(duration_s=10.0, black=[(2.0, 3.0)], freeze=[(5.0, 6.5)]),
-    "b-20s": dict(duration_s=20.0, black=[(1.0, 1.2), (12.0, 13.5)], freeze=[(4.0, 7.0), (15.0, 15.6)]),
-}
+WIDTH, HEIGHT = HD_SIZES["16:9"]
+# (duration, planted segments) cycled over the clips, like the generator's video variants
+PLANS = (
+    dict(duration_s=11.0),
+    dict(duration_s=11.0, black=[(1.0, 2.2)]),
+    dict(duration_s=11.0, freeze=[(1.0, 3.6)]),
+    dict(duration_s=10.0, loop=True),
+    dict(duration_s=12.0, freeze=[(8.0, 12.0)]),
+    dict(duration_s=11.0, black=[(6.0, 6.3)], freeze=[(9.0, 10.0)]),
+)
 BRIEF = {"success_criteria": [{"t_s": 4.5}], "events": [{"t_s": 3.2}],
          "beats": [{"start_s": 0.0, "end_s": 2.5}, {"start_s": 2.5, "end_s": 8.0}]}
 FILTERS = "blackdetect=d=0.1:pix_th=0.125,freezedetect=n=-60dB:d=0.5"
-
-
-def best_of(repeat: int, run: Callable[[], object]) -> tuple[float, object]:
-    """Fastest wall time of `repeat` runs (the least disturbed by other load) and a result."""
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - start)
-    return best, result
+JPEG_QUALITY = 90
 
 
 def ffmpeg(clip: Path, *vf: str) -> str:
-    """Run ffmpeg to a null sink; return its log (where the detectors print)."""
-    cmd = ["ffmpeg", "-hide_banner", "-nostats", "-i", str(clip), *(["-vf", *vf] if vf else []), "-f", "null", "-"]
+    """One clip on one thread to a null sink; return the log (where the detectors print)."""
+    filters = ["-filter_threads", "1", "-vf", *vf] if vf else []
+    cmd = ["ffmpeg", "-hide_banner", "-nostats", "-threads", "1", "-i", str(clip), *filters, "-f", "null", "-"]
     return subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
 
 
+def peer(clips: list[Path], workers: int, *vf: str) -> list[str]:
+    """ffmpeg over every clip, `workers` processes at once (what a user would script)."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda clip: ffmpeg(clip, *vf), clips))
+
+
+def ours(jobs: list[RenderJob], workers: int) -> list:
+    """The asset's step: every video's facts, 14 JPEG frames and contact sheet written."""
+    for job in jobs:
+        shutil.rmtree(job.frames_dir, ignore_errors=True)
+    return list(iter_renders(jobs, workers))
+
+
+def ours_processes(jobs: list[RenderJob], workers: int) -> list:
+    """The same step with the decoding and encoding in worker processes instead of threads,
+    started for the step (as an asset run would have to; spawned: the step's process has threads)."""
+    for job in jobs:
+        shutil.rmtree(job.frames_dir, ignore_errors=True)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        analyses = pool.map(partial(take_frames, decoder_threads=1), jobs)
+        return [write_outputs(job, analysis) for job, analysis in zip(jobs, analyses)]
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children that have ended (ffmpeg, pool workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def parse_detectors(log: str) -> tuple[list[list[float]], list[list[float]]]:
-    """black and freeze ranges from blackdetect / freezedetect log lines."""
+    """black and freeze ranges from blackdetect / freezedetect log lines; a freeze still on at
+    the end has no freeze_end line, and ends with the clip (its Duration line)."""
     black = [[float(s), float(e)] for s, e in re.findall(r"black_start:([\d.]+) black_end:([\d.]+)", log)]
     starts = [float(x) for x in re.findall(r"freeze_start: ([\d.]+)", log)]
     ends = [float(x) for x in re.findall(r"freeze_end: ([\d.]+)", log)]
+    if len(starts) == len(ends) + 1:
+        h, m, sec = re.search(r"Duration: (\d+):(\d+):([\d.]+)", log).groups()
+        ends.append(round(int(h) * 3600 + int(m) * 60 + float(sec), 3))
     return black, [[s, e] for s, e in zip(starts, ends)]
 
 
-def compare(name: str, ours: list[list[float]], theirs: list[list[float]]) -> None:
-    """Pair ranges within +-2 frames; list the rest as differences."""
-    tol = 2 / FPS + 1e-6
-    unmatched = list(theirs)
-    for r in ours:
+def compare(ours_ranges: list[list[float]], theirs: list[list[float]]) -> tuple[list, list, list]:
+    """(agreeing pairs, ours only, ffmpeg only): ranges pair when both ends are within 2 frames."""
+    tol = 2 / HD_FPS + 1e-6
+    unmatched, agree, only_ours = list(theirs), [], []
+    for r in ours_ranges:
         hit = next((t for t in unmatched if abs(t[0] - r[0]) <= tol and abs(t[1] - r[1]) <= tol), None)
         if hit:
             unmatched.remove(hit)
-            print(f"    {name} {r} agrees with ffmpeg {hit}")
+            agree.append((r, hit))
         else:
-            print(f"    {name} {r} ours only")
-    for t in unmatched:
-        print(f"    {name} {t} ffmpeg only")
+            only_ours.append(r)
+    return agree, only_ours, unmatched
 
 
-def _facts_only(path: Path) -> dict:
-    return analyse_video(path).facts
+def make_clips(folder: Path, count: int) -> list[Path]:
+    """`count` delivery-size clips in `folder`, reused when a kept folder already has them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    clips = []
+    for i in range(count):
+        clip = folder / f"clip{i:02d}.mp4"
+        if not clip.exists():
+            write_video(clip, width=WIDTH, height=HEIGHT, fps=HD_FPS, **PLANS[i % len(PLANS)])
+        clips.append(clip)
+    return clips
 
 
-def _analyse(job: tuple[Path, Callable]) -> object:
-    """A whole analysis, frames included, as a process pool would have to ship it back."""
-    return analyse_video(*job)
+def timed(run: Callable[[], object]) -> tuple[float, object]:
+    start = time.perf_counter()
+    result = run()
+    return time.perf_counter() - start, result
 
 
-def _with_frames(path: Path) -> int:
-    return len(analyse_video(path, partial(sample_times, brief=BRIEF)).frames)
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--preset", default="veryfast", help="x264 preset of the generated clips")
+    parser.add_argument("--clips", type=int, default=12)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; ratios are taken within a round")
+    parser.add_argument("--keep", type=Path, help="folder for the clips, kept and reused between runs")
     args = parser.parse_args()
     if not shutil.which("ffmpeg"):
-        print("ffmpeg not found on PATH", file=sys.stderr)
+        print("ffmpeg not found on PATH: no comparison", file=sys.stderr)
         return 2
-    print(f"cpus: {os.cpu_count()}  repeat: best of {args.repeat}  clips: 1920x1080 @{FPS}, x264 {args.preset}")
+    workers = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as tmp:
-        clips = {}
-        for name, spec in CLIPS.items():
-            start = time.perf_counter()
-            clips[name] = write_video(Path(tmp) / f"{name}.mp4", width=1920, height=1080, fps=FPS,
-                                      preset=args.preset, **spec)
-            print(f"made {name} in {time.perf_counter() - start:.1f} s ({clips[name].stat().st_size >> 10} KiB)")
-        t_start, _ = best_of(args.repeat, lambda: subprocess.run(
-            ["ffmpeg", "-f", "lavfi", "-i", "color=size=16x16:duration=0.04", "-f", "null", "-"],
-            capture_output=True, check=True))
-        print(f"ffmpeg process start-up (included in its figures): {t_start:.3f} s")
-        totals = dict.fromkeys(("ours", "ours+frames", "filters", "decode"), 0.0)
-        for name, clip in clips.items():
-            t_ours, facts = best_of(args.repeat, partial(_facts_only, clip))
-            t_frames, _ = best_of(args.repeat, partial(_with_frames, clip))
-            t_filters, log = best_of(args.repeat, partial(ffmpeg, clip, FILTERS))
-            t_decode, _ = best_of(args.repeat, partial(ffmpeg, clip))
-            for key, value in zip(totals, (t_ours, t_frames, t_filters, t_decode)):
-                totals[key] += value
-            print(f"\n{name}: ours {t_ours:.3f} s | ours+14 frames {t_frames:.3f} s | "
-                  f"ffmpeg filters {t_filters:.3f} s | ffmpeg decode {t_decode:.3f} s")
-            print(f"  ours / ffmpeg filters = {t_ours / t_filters:.2f}   ours / decode-only = {t_ours / t_decode:.2f}"
-                  f"   (+frames: {t_frames / t_filters:.2f} / {t_frames / t_decode:.2f})")
-            black, freeze = parse_detectors(log)
-            print(f"  planted: black {CLIPS[name]['black']} freeze {CLIPS[name]['freeze']}")
-            compare("black", facts["black_ranges"], black)
-            compare("freeze", facts["freeze_ranges"], freeze)
-        print(f"\nall clips: ours / ffmpeg filters = {totals['ours'] / totals['filters']:.2f}, "
-              f"ours / decode-only = {totals['ours'] / totals['decode']:.2f}; with frames "
-              f"{totals['ours+frames'] / totals['filters']:.2f} / {totals['ours+frames'] / totals['decode']:.2f}")
+        start = time.perf_counter()
+        clips = make_clips(args.keep or Path(tmp) / "clips", args.clips)
+        frames = sum(round(PLANS[i % len(PLANS)]["duration_s"] * HD_FPS) for i in range(args.clips))
+        print(f"cpus: {workers}  clips: {len(clips)} x {WIDTH}x{HEIGHT} @{HD_FPS} ({frames} frames, "
+              f"{sum(c.stat().st_size for c in clips) >> 20} MiB; ready in {time.perf_counter() - start:.0f} s)  "
+              f"{load()}")
+        sample = partial(sample_times, brief=BRIEF)
+        jobs = [RenderJob(clip, sample, Path(tmp) / "frames" / clip.stem, JPEG_QUALITY) for clip in clips]
+        names = ("ours", "ffmpeg filters", "ffmpeg decode", "ours, processes")
+        runs = {
+            "ours": lambda: ours(jobs, workers),
+            "ffmpeg filters": lambda: peer(clips, workers, FILTERS),
+            "ffmpeg decode": lambda: peer(clips, workers),
+            "ours, processes": lambda: ours_processes(jobs, workers),
+        }
+        wall: dict[str, list[float]] = {name: [] for name in names}
+        cpu: dict[str, list[float]] = {name: [] for name in names}
+        results = {}
+        for round_ in range(args.repeat):
+            # each round runs all four back to back, in a rotating order, so load hits them alike
+            for name in names[round_ % 4:] + names[: round_ % 4]:
+                before = cpu_seconds()
+                seconds, results[name] = timed(runs[name])
+                wall[name].append(seconds)
+                cpu[name].append(cpu_seconds() - before)
+            print(f"round {round_ + 1} ({load()}): " + ", ".join(
+                f"{n} {wall[n][-1]:.2f} s wall / {cpu[n][-1]:.2f} s cpu" for n in names), flush=True)
+        rendered, logs = results["ours"], results["ffmpeg filters"]
+        for peer_name, goal in (("ffmpeg filters", 1.0), ("ffmpeg decode", 1.25)):
+            ratios = [o / p for o, p in zip(wall["ours"], wall[peer_name])]
+            print(f"renders step / {peer_name}: wall {statistics.median(ratios):.2f} (median of rounds "
+                  f"{', '.join(f'{r:.2f}' for r in ratios)}; goal <= {goal}), "
+                  f"cpu {sum(cpu['ours']) / sum(cpu[peer_name]):.2f}")
+        ratios = [o / p for o, p in zip(wall["ours, processes"], wall["ours"])]
+        print(f"renders step with a process pool started per step / threads: wall {statistics.median(ratios):.2f}, "
+              f"cpu {sum(cpu['ours, processes']) / sum(cpu['ours']):.2f}")
+
+        counts = dict.fromkeys(("agree", "ours only", "ffmpeg only"), 0)
+        for job, result, log in zip(jobs, rendered, logs, strict=True):
+            plan = PLANS[clips.index(job.video) % len(PLANS)]
+            frames_written = len(list(job.frames_dir.glob("f*.jpg")))
+            line = [f"{job.video.stem}: {frames_written} frames, planted black {plan.get('black', [])} "
+                    f"freeze {plan.get('freeze', [])}"]
+            for kind, theirs in zip(("black", "freeze"), parse_detectors(log)):
+                agree, only_ours, only_theirs = compare(result.facts[f"{kind}_ranges"], theirs)
+                counts["agree"] += len(agree)
+                counts["ours only"] += len(only_ours)
+                counts["ffmpeg only"] += len(only_theirs)
+                line += [f"{kind} {r} agrees with ffmpeg {t}" for r, t in agree]
+                line += [f"{kind} {r} ours only" for r in only_ours]
+                line += [f"{kind} {t} ffmpeg only" for t in only_theirs]
+            print("\n    ".join(line))
+        print(f"ranges: {counts['agree']} agree with ffmpeg, {counts['ours only']} ours only, "
+              f"{counts['ffmpeg only']} ffmpeg only")
         print("by design: blackdetect and freezedetect read the full-size limited-range Y plane (and "
               "freezedetect all planes, against a -60 dB global mean); ours reads the 160 px full-range "
               "picture, with an 8x8-cell maximum for freezes; freezedetect needs d between first and "
               "last frozen frame pts, ours counts the last frame's duration too.")
-
-        jobs = [(p, partial(sample_times, brief=BRIEF)) for p in list(clips.values()) * 2]
-        runs: dict[str, list[float]] = {"serial": [], "2 threads": [], "2 processes": []}
-        with ProcessPoolExecutor(max_workers=2) as pool:
-            list(pool.map(_analyse, jobs[:2]))  # start the workers outside the timing
-            for _ in range(args.repeat):  # interleaved, so background load hits all three alike
-                runs["serial"].append(best_of(1, lambda: analyse_many(jobs, workers=1))[0])
-                runs["2 threads"].append(best_of(1, lambda: analyse_many(jobs, workers=2))[0])
-                runs["2 processes"].append(best_of(1, lambda: list(pool.map(_analyse, jobs)))[0])
-        print(f"\nanalyse_many over {len(jobs)} clips, facts + frames returned (best of {args.repeat}): "
-              + ", ".join(f"{k} {min(v):.2f} s" for k, v in runs.items()))
     return 0
 
 

@@ -2,7 +2,7 @@
 
     python benchmarks/run_all.py [--only facts,scrub,parse,rehost,review] [--full]
 
-  facts   bench_facts.py   video facts vs ffmpeg blackdetect+freezedetect and decode-only
+  facts   bench_facts.py   renders step vs ffmpeg blackdetect+freezedetect and decode-only
   scrub   bench_scrub.py   scrub vs detect-secrets; bundle step vs tar + zstd
   parse   bench_parse.py   the `episodes` stage vs tar --zstd -xf + json.loads
   rehost  bench_rehost.py  a rehost of every label vs a full build (goal <= 5 %), HD clips
@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE))
 # name -> (module, argv for the modest run, patterns of the lines to repeat in the summary)
 BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "facts": ("bench_facts", ["--repeat", "2"],
-              [r"^all clips: ", r"^analyse_many ", r"^ours only", r"^ffmpeg not found"]),
+              [r"^cpus: ", r"^best of ", r"^renders step ", r"^ranges: ", r"ffmpeg not found"]),
     "scrub": ("bench_scrub", ["--mb", "50", "--ds-mb", "2"],
               [r"^scrub: ", r"^detect-secrets: ", r"planted kinds caught", r"scrub / detect-secrets",
                r"bundle/tar time ratio", r"^bundle step: ", r"not installed"]),

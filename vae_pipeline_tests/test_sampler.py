@@ -9,13 +9,20 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
 from vae_pipeline.domain import contact_sheet as cs
 from vae_pipeline.domain import sampler
-from vae_pipeline.domain.sampler import sample_times, save_frames
+from vae_pipeline.domain.sampler import encode_frame, sample_times, write_frames
 
+
+
+def save_frames(frames, out_dir: Path) -> list[dict]:
+    """Pictures encoded as the `renders` stage encodes them, then written with `write_frames`."""
+    return write_frames([(t_s, reason, encode_frame(np.asarray(image.convert("RGB"))))
+                         for t_s, reason, image in frames], out_dir)
 
 def pairs(result: list[dict]) -> list[tuple[float, str]]:
     return [(x["t_s"], x["reason"]) for x in result]

@@ -11,12 +11,11 @@ import polars as pl
 from PIL import Image
 
 from vae_pipeline.assets.meta import rubric_file
-from vae_pipeline.domain.contact_sheet import contact_sheet
 from vae_pipeline.domain.files import link_or_copy, sha256_file, write_atomic
 from vae_pipeline.domain.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.rubric import load_rubric
-from vae_pipeline.domain.sampler import sample_times, save_frames
-from vae_pipeline.domain.video_facts import iter_analyses
+from vae_pipeline.domain.renders import RenderJob, iter_renders
+from vae_pipeline.domain.sampler import sample_times
 from vae_pipeline.freshness import content_version, frame_version, record_metadata
 from vae_pipeline.io_manager import table_path
 from vae_pipeline.partitions import series_partitions
@@ -95,29 +94,25 @@ def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
         if _reusable(previous.get(row["id"]), key, warehouse):
             rows.append(previous[row["id"]])
             continue
-        todo.append((row, sha, key))
-        jobs.append((staged, _sampler(json.loads(row["brief"]), sampler_settings.frames, sampler_settings.min_gap_s)))
+        todo.append((row, sha, key, staged))
+        jobs.append(RenderJob(staged, _sampler(json.loads(row["brief"]), sampler_settings.frames,
+                                               sampler_settings.min_gap_s),
+                              frames_root / row["id"], sampler_settings.jpeg_quality))
     context.log.info(f"analysing {len(jobs)} videos on {os.cpu_count()} cores ({len(rows)} unchanged)")
-    # results arrive in order, a few at a time: only those videos' 14 frames are in memory
-    analyses = iter_analyses(jobs, workers=os.cpu_count() or 1)
+    # each video's decode, JPEGs and contact sheet run on a worker; results arrive in order
     shown = []
-    for (row, sha, key), (staged, _), analysis in zip(todo, jobs, analyses, strict=True):
-        facts = analysis.facts
-        sheet = None
-        if analysis.frames:
-            out_dir = frames_root / row["id"]
-            save_frames(analysis.frames, out_dir, quality=sampler_settings.jpeg_quality)
-            sheet = out_dir / "contact.jpg"
-            write_atomic(sheet, contact_sheet(analysis.frames))
-            if len(shown) < CONTACT_SHEETS_SHOWN:
-                shown.append(_thumbnail_markdown(row["id"], sheet))
+    for (row, sha, key, staged), rendered in zip(todo, iter_renders(jobs, workers=os.cpu_count() or 1),
+                                                 strict=True):
+        facts, sheet = rendered.facts, rendered.contact_sheet
+        if sheet and len(shown) < CONTACT_SHEETS_SHOWN:
+            shown.append(_thumbnail_markdown(row["id"], sheet))
         rows.append({
             "id": row["id"], "video_ok": facts["video_ok"], "video_duration_s": facts["video_duration_s"],
             "fps": facts["fps"], "width": facts["width"], "height": facts["height"],
             "video_aspect": facts["aspect"], "black_ranges": facts["black_ranges"],
             "freeze_ranges": facts["freeze_ranges"], "still": facts["still"], "loop_seam": facts["loop_seam"],
             "video_error": facts["error"],
-            "judge_frames": [{"t_s": t, "reason": reason} for t, reason, _ in analysis.frames] or None,
+            "judge_frames": [{"t_s": f["t_s"], "reason": f["reason"]} for f in rendered.frames] or None,
             "video_size": staged.stat().st_size, "video_sha256": sha,
             "staged_video": staged.relative_to(warehouse.root).as_posix(),
             "contact_sheet": sheet.relative_to(warehouse.root).as_posix() if sheet else None,

@@ -6,12 +6,12 @@ recompute them and check a stored `frames/labels.json`.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from PIL import Image
+import numpy as np
+import simplejpeg
 
 from vae_pipeline.domain.files import replacing_folder, write_atomic
 
@@ -63,8 +63,20 @@ def sample_times(duration_s: float, fps: float, brief: dict, *, frames: int = 14
     return [{"t_s": round(t, 3), "reason": r} for t, r in sorted(chosen, key=lambda c: c[0])]
 
 
-def save_frames(frames: Sequence[tuple[float, str, Image.Image]], out_dir: Path,
-                quality: int = 90) -> list[dict]:
+def encode_frame(pixels: np.ndarray, quality: int = 90) -> bytes:
+    """One judge frame, (height, width, 3) RGB or (height, width, 4) RGBX bytes, as a 4:2:0 JPEG
+    at the rubric's quality.
+
+    libjpeg-turbo through simplejpeg, which lets go of the GIL while it encodes (Pillow's
+    encoder holds it, and so stalls every other thread of the `renders` step); the same
+    quantization tables and pictures as Pillow's `save(format="JPEG", quality=...)`.
+    """
+    colorspace = {3: "RGB", 4: "RGBX"}[pixels.shape[2]]
+    return simplejpeg.encode_jpeg(np.ascontiguousarray(pixels), quality=quality, colorspace=colorspace,
+                                  colorsubsampling="420")
+
+
+def write_frames(frames: Sequence[tuple[float, str, bytes]], out_dir: Path) -> list[dict]:
     """Write `f00.jpg`, `f01.jpg`... and `labels.json` as one folder; return the labels.
 
     The folder is filled beside `out_dir` and then takes its place, so a crash never leaves
@@ -72,11 +84,9 @@ def save_frames(frames: Sequence[tuple[float, str, Image.Image]], out_dir: Path,
     """
     labels = []
     with replacing_folder(Path(out_dir)) as staging:
-        for i, (t_s, reason, image) in enumerate(frames):
+        for i, (t_s, reason, jpeg) in enumerate(frames):
             name = f"f{i:02d}.jpg"
-            encoded = io.BytesIO()
-            image.convert("RGB").save(encoded, format="JPEG", quality=quality)
-            write_atomic(staging / name, encoded.getvalue())
+            write_atomic(staging / name, jpeg)
             labels.append({"file": name, "t_s": t_s, "reason": reason})
         write_atomic(staging / "labels.json", (json.dumps(labels, indent=2) + "\n").encode("utf-8"))
     return labels

@@ -4,6 +4,10 @@ Every threshold is applied to the "analysis picture": full-range luma (black 0, 
 area-averaged down to 160 px wide, in display orientation. libswscale does the range
 conversion and the area averaging in one call, so a 1080p frame never exists as RGB or as a
 full-size numpy array; only the frames the sampler asks for are converted to RGB pictures.
+
+Several videos are decoded side by side with one decoder thread each (`decoder_threads=1`):
+on a busy machine that wastes nothing on frame-thread hand-offs, the way `ffmpeg -threads 1`
+runs one clip per core. A video decoded alone lets FFmpeg pick its threads.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import av
 import numpy as np
-from av.video.reformatter import VideoReformatter
+from av.video.reformatter import Interpolation, VideoReformatter
 from PIL import Image
 
 ANALYSIS_WIDTH = 160
@@ -27,6 +32,7 @@ MIN_BLACK_S = 0.1
 CELL = 8  # freeze compares 8x8-pixel cells ...
 CELL_DIFF = 2.0  # ... and a cell whose mean absolute difference exceeds this is motion
 MIN_FREEZE_S = 0.5
+BATCH = 32  # analysis pictures judged together
 STILL_SHARE = 0.9
 ASPECTS = {"16:9": 16 / 9, "9:16": 9 / 16, "1:1": 1.0}
 ASPECT_TOLERANCE = 0.02
@@ -39,7 +45,10 @@ TIME_SLACK_S = 0.0005
 EPS = 1e-6
 
 Sampler = Callable[[float, float], list[dict]]
-Frame = tuple[float, str, Image.Image]
+Frame = tuple[float, str, Image.Image]  # (t_s, reason, picture) by default, see `analyse_video`
+Take = Callable[[av.VideoFrame, int], object]
+Job = TypeVar("Job")
+Result = TypeVar("Result")
 
 FACT_KEYS = (
     "video_ok", "video_duration_s", "fps", "width", "height", "aspect",
@@ -83,16 +92,34 @@ def _quarter_turns(frame: av.VideoFrame) -> int:
     return round(frame.rotation / 90) % 4
 
 
-def _to_display(frame: av.VideoFrame, turns: int) -> Image.Image:
+def rgbx_array(frame: av.VideoFrame, turns: int, width: int | None = None) -> np.ndarray:
+    """The picture as a player shows it (rotation applied), as (height, width, 4) RGBX bytes;
+    full size, or area-averaged to `width` px wide.
+
+    libswscale converts straight to RGB0 — the same RGB as `frame.to_image()` — and the array
+    is a view of that frame, copied only when its rows are padded or it had to be turned.
+    """
+    if width:
+        shown_w, shown_h = (frame.height, frame.width) if turns % 2 else (frame.width, frame.height)
+        height = max(1, round(width * shown_h / shown_w))
+        coded = (height, width) if turns % 2 else (width, height)
+        rgb0 = frame.reformat(width=coded[0], height=coded[1], format="rgb0", interpolation=Interpolation.AREA,
+                              threads=1)
+    else:
+        rgb0 = frame.reformat(format="rgb0", threads=1)
+    plane = rgb0.planes[0]
+    rows = np.frombuffer(plane, np.uint8).reshape(rgb0.height, plane.line_size // 4, 4)[:, : rgb0.width]
+    return np.ascontiguousarray(np.rot90(rows, turns) if turns else rows)
+
+
+def display_picture(frame: av.VideoFrame, turns: int) -> Image.Image:
     """The full-size RGB picture as a player shows it (rotation applied)."""
-    image = frame.to_image()
-    rotate = {1: Image.Transpose.ROTATE_90, 2: Image.Transpose.ROTATE_180,
-              3: Image.Transpose.ROTATE_270}
-    return image.transpose(rotate[turns]) if turns else image
+    rgbx = rgbx_array(frame, turns)
+    return Image.frombuffer("RGBX", rgbx.shape[1::-1], rgbx, "raw", "RGBX", 0, 1).convert("RGB")
 
 
 class _CellDiff:
-    """Per-cell mean absolute difference of two analysis pictures, edge cells included.
+    """Per-cell mean absolute difference of analysis pictures, edge cells included.
 
     An analysis picture is rarely a multiple of 8 high (160x90), so the last row of cells is
     partial; it is averaged over the pixels it has rather than dropped, so motion in the
@@ -107,10 +134,11 @@ class _CellDiff:
         widths = np.diff(np.append(self.cols, w))
         self.limit = CELL_DIFF * np.outer(heights, widths)  # a cell sum above this is motion
 
-    def differs(self, a: np.ndarray, b: np.ndarray) -> bool:
-        diff = np.abs(a.astype(np.int16) - b)  # a cell sums to at most 64 * 255: fits int16
-        sums = np.add.reduceat(np.add.reduceat(diff, self.rows, axis=0), self.cols, axis=1)
-        return bool((sums > self.limit).any())
+    def differs(self, pictures: np.ndarray, other: np.ndarray) -> list[bool]:
+        """For each of `pictures` (n, h, w): whether it differs from `other` (n or 1, h, w)."""
+        diff = np.abs(pictures.astype(np.int16) - other)  # a cell sums to at most 64 * 255: fits int16
+        sums = np.add.reduceat(np.add.reduceat(diff, self.rows, axis=1), self.cols, axis=2)
+        return (sums > self.limit).any(axis=(1, 2)).tolist()
 
 
 def _runs(flags: Iterable[bool]) -> list[tuple[int, int]]:
@@ -129,7 +157,11 @@ def _runs(flags: Iterable[bool]) -> list[tuple[int, int]]:
 
 @dataclass
 class _Pass:
-    """What one decode pass accumulates: small per-frame numbers, never the frames."""
+    """What one decode pass accumulates: small per-frame numbers, never the frames.
+
+    Analysis pictures are judged BATCH at a time (one numpy call for the batch, not a dozen per
+    frame); the freeze anchors still follow the definition frame by frame, see `judge`.
+    """
 
     times: list[float] = field(default_factory=list)  # seconds from the first frame
     durations: list[float] = field(default_factory=list)  # seconds, nan when unknown
@@ -139,18 +171,48 @@ class _Pass:
     last: np.ndarray | None = None
     anchor: np.ndarray | None = None
     cells: _CellDiff | None = None
+    pending: list[np.ndarray] = field(default_factory=list)  # pictures not judged yet
 
     def add(self, t: float, duration: float, picture: np.ndarray) -> None:
-        if self.first is None:
-            self.first, self.cells = picture, _CellDiff(picture.shape)
-        index = len(self.times)
         self.times.append(t)
         self.durations.append(duration)
-        self.black.append(np.count_nonzero(picture <= BLACK_LUMA) >= BLACK_SHARE * picture.size)
-        if self.anchor is None or self.cells.differs(picture, self.anchor):
-            self.anchor = picture
-            self.freeze_starts.append(index)
-        self.last = picture
+        self.pending.append(picture)
+        if len(self.pending) == BATCH:
+            self.judge()
+
+    def judge(self) -> None:
+        """Black flags and freeze anchors for the pending pictures."""
+        if not self.pending:
+            return
+        batch = np.stack(self.pending)
+        self.pending = []
+        base = len(self.times) - len(batch)  # frame index of batch[0]
+        if self.first is None:
+            self.first, self.cells = batch[0].copy(), _CellDiff(batch[0].shape)
+        dark = np.count_nonzero(batch.reshape(len(batch), -1) <= BLACK_LUMA, axis=1)
+        self.black += (dark >= BLACK_SHARE * batch[0].size).tolist()
+        # each picture against the one before it: that is the comparison the definition makes
+        # whenever the one before is its run's anchor (always, while the video moves)
+        before = np.concatenate((batch[:1] if self.last is None else self.last[None], batch[:-1]))
+        steps = self.cells.differs(batch, before)
+        k = 0
+        while k < len(batch):
+            if self.anchor is None or (self.freeze_starts[-1] == base + k - 1 and steps[k]):
+                self._anchor_at(batch, base, k)
+                k += 1
+                continue
+            # a run goes on: the rest of the batch against its anchor at once
+            moved = self.cells.differs(batch[k:], self.anchor[None])
+            if True not in moved:
+                break
+            k += moved.index(True)
+            self._anchor_at(batch, base, k)
+            k += 1
+        self.last = batch[-1].copy()
+
+    def _anchor_at(self, batch: np.ndarray, base: int, k: int) -> None:
+        self.anchor = batch[k].copy()
+        self.freeze_starts.append(base + k)
 
 
 def _ranges(runs: list[tuple[int, int]], times: np.ndarray, ends: np.ndarray,
@@ -212,41 +274,46 @@ def _metadata_guess(stream: av.video.stream.VideoStream) -> tuple[float, float] 
 
 
 class _Grabber:
-    """Keeps the RGB picture displayed at each wanted time, holding one decoded frame back.
+    """Takes the frame displayed at each wanted time, holding one decoded frame back.
 
     The frame displayed at t is the last one with time <= t, which is only known once the
     next frame (or the end) arrives; so the previous frame is held, never all of them.
     """
 
-    def __init__(self, wanted: Iterable[float], turns: int):
+    def __init__(self, wanted: Iterable[float], take: Take, turns: int = 0):
         self.pending = sorted(set(wanted))
+        self.take = take
         self.turns = turns
-        self.got: dict[float, Image.Image] = {}
+        self.got: dict[float, object] = {}
         self.held: av.VideoFrame | None = None
 
     def feed(self, frame: av.VideoFrame, t: float) -> None:
         picture = None
         while self.pending and self.pending[0] + TIME_SLACK_S < t and self.held is not None:
             if picture is None:
-                picture = _to_display(self.held, self.turns)
+                picture = self.take(self.held, self.turns)
             self.got[self.pending.pop(0)] = picture
         self.held = frame
 
     def finish(self) -> None:
         if self.held is not None and self.pending:
-            picture = _to_display(self.held, self.turns)
+            picture = self.take(self.held, self.turns)
             self.got.update(dict.fromkeys(self.pending, picture))
             self.pending = []
 
 
-def _open_video(path: Path) -> tuple[av.container.InputContainer, av.video.stream.VideoStream]:
-    """Open for decoding with frame and slice threads (the decoder is the costliest part)."""
+def _open_video(path: Path, decoder_threads: int) -> tuple[av.container.InputContainer,
+                                                           av.video.stream.VideoStream]:
+    """Open for decoding: `decoder_threads` 0 lets FFmpeg use frame and slice threads."""
     container = av.open(str(path))
     if not container.streams.video:
         container.close()
         raise _NoVideo
     stream = container.streams.video[0]
-    stream.thread_type = "AUTO"
+    if decoder_threads:
+        stream.thread_count = decoder_threads
+    else:
+        stream.thread_type = "AUTO"
     return container, stream
 
 
@@ -254,15 +321,16 @@ class _NoVideo(Exception):
     """The file opened but holds no video stream."""
 
 
-def _seek_grab(path: Path, wanted: list[float], origin: float, turns: int) -> dict[float, Image.Image]:
+def _seek_grab(path: Path, wanted: list[float], origin: float, take: Take, turns: int,
+               decoder_threads: int) -> dict[float, object]:
     """Second pass for sample times the metadata guess missed: one seek per time."""
-    got: dict[float, Image.Image] = {}
-    container, stream = _open_video(path)
+    got: dict[float, object] = {}
+    container, stream = _open_video(path, decoder_threads)
     with container:
         for t in sorted(wanted):
             for start in (t + origin, origin):  # from the start only if the seek overshot
                 container.seek(int(start / stream.time_base), stream=stream, backward=True)
-                grab = _Grabber([t], turns)
+                grab = _Grabber([t], take, turns)
                 for frame in container.decode(stream):
                     ft = float(frame.pts * stream.time_base) - origin
                     if grab.held is None and ft > t + TIME_SLACK_S:
@@ -292,11 +360,11 @@ class _Scan:
 
 
 def _scan(container: av.container.InputContainer, stream: av.video.stream.VideoStream,
-          wanted: list[float]) -> _Scan:
-    """The one decode pass: per-frame analysis numbers, plus the wanted frames' pictures."""
+          wanted: list[float], take: Take) -> _Scan:
+    """The one decode pass: per-frame analysis numbers, plus the wanted frames taken."""
     base = float(stream.time_base or 1)
     reformatter = VideoReformatter()
-    scan = _Scan(acc=_Pass(), grab=_Grabber(wanted, 0))
+    scan = _Scan(acc=_Pass(), grab=_Grabber(wanted, take))
     coded = None
     try:
         for frame in container.decode(stream):
@@ -313,13 +381,14 @@ def _scan(container: av.container.InputContainer, stream: av.video.stream.VideoS
                 scan.origin = frame.pts * base
             t = frame.pts * base - scan.origin
             small = reformatter.reformat(frame, width=coded[0], height=coded[1], format="gray",
-                                         interpolation="AREA", threads=1).to_ndarray()
+                                         interpolation=Interpolation.AREA, threads=1).to_ndarray()
             if scan.turns:
                 small = np.ascontiguousarray(np.rot90(small, scan.turns))
             scan.acc.add(t, frame.duration * base if frame.duration else math.nan, small)
             scan.grab.feed(frame, t)
     except (av.FFmpegError, OSError, ValueError) as exc:
         scan.error = f"decoding stopped after {len(scan.acc.times)} frames: {_reason(exc)}"
+    scan.acc.judge()
     expected = stream.frames
     if scan.error is None and expected and 0 < len(scan.acc.times) < expected:
         scan.error = f"decoded {len(scan.acc.times)} of {expected} frames"
@@ -327,11 +396,15 @@ def _scan(container: av.container.InputContainer, stream: av.video.stream.VideoS
     return scan
 
 
-def analyse_video(path: Path, sample: Sampler | None = None) -> VideoAnalysis:
+def analyse_video(path: Path, sample: Sampler | None = None, *, decoder_threads: int = 0,
+                  take: Take = display_picture) -> VideoAnalysis:
     """Measure the facts of `path` and take the frames `sample(duration_s, fps)` asks for.
 
     Never raises on bad input: a file where nothing decodes gives `video_ok` false and an
     `error`; a file that breaks part-way gives the facts up to the break and an `error` note.
+    `decoder_threads` 0 lets FFmpeg choose; 1 suits a video decoded beside others. Each frame
+    is kept as `take(frame, quarter_turns)` makes it (by default its RGB picture), as soon as
+    it is decoded: a caller that only writes JPEGs never holds the full-size frames.
     """
     path = Path(path)
     if not path.is_file():
@@ -339,7 +412,7 @@ def analyse_video(path: Path, sample: Sampler | None = None) -> VideoAnalysis:
     if path.stat().st_size == 0:
         return _failed("empty file")
     try:
-        container, stream = _open_video(path)
+        container, stream = _open_video(path, decoder_threads)
     except _NoVideo:
         return _failed("no video stream")
     except (av.FFmpegError, OSError) as exc:
@@ -347,7 +420,7 @@ def analyse_video(path: Path, sample: Sampler | None = None) -> VideoAnalysis:
     with container:
         guess = _metadata_guess(stream)
         planned = [item["t_s"] for item in sample(*guess)] if sample and guess else []
-        scan = _scan(container, stream, planned)
+        scan = _scan(container, stream, planned, take)
     if not scan.acc.times:
         return _failed(scan.error or "no frame decoded")
     facts = _facts(scan.acc, scan.width, scan.height, scan.error)
@@ -358,7 +431,7 @@ def analyse_video(path: Path, sample: Sampler | None = None) -> VideoAnalysis:
     missing = [item["t_s"] for item in final if item["t_s"] not in pictures]
     if missing:
         try:
-            pictures.update(_seek_grab(path, missing, scan.origin, scan.turns))
+            pictures.update(_seek_grab(path, missing, scan.origin, take, scan.turns, decoder_threads))
         except (av.FFmpegError, OSError, ValueError) as exc:
             facts["error"] = facts["error"] or f"frame extraction failed: {_reason(exc)}"
     frames = [(item["t_s"], item["reason"], pictures[item["t_s"]])
@@ -366,30 +439,36 @@ def analyse_video(path: Path, sample: Sampler | None = None) -> VideoAnalysis:
     return VideoAnalysis(facts=facts, frames=frames)
 
 
-def iter_analyses(paths_and_samplers: Iterable[tuple[Path, Sampler | None]],
-                  workers: int) -> Iterator[VideoAnalysis]:
-    """`analyse_video` over many files in input order, up to `workers` at once.
+def map_in_order(work: Callable[[Job], Result], jobs: Iterable[Job], workers: int) -> Iterator[Result]:
+    """`work(job)` for every job, results in input order, up to `workers` at once.
 
-    At most 2 x `workers` analyses are running or waiting to be taken, so a caller that
-    writes each result's frames and drops them holds a bounded number of full-size frames,
-    however many videos there are.
+    At most 2 x `workers` jobs are running or waiting to be taken, so a caller that writes
+    each result and drops it holds a bounded number of full-size frames, however many videos
+    there are.
 
-    Threads, not processes: decoding and scaling run in FFmpeg with the GIL released, and
-    threads need not pickle the samplers or ship full-size frames back between processes
-    (measured on 2 cores in benchmarks/bench_facts.py).
+    Threads, not processes: decoding, scaling, JPEG encoding and resampling run in FFmpeg,
+    libjpeg and Pillow with the GIL released, and threads need not pickle the samplers or
+    ship full-size frames back between processes (measured on 2 cores in
+    benchmarks/bench_facts.py).
     """
-    jobs = iter(paths_and_samplers)
+    jobs = iter(jobs)
     if workers <= 1:
-        yield from (analyse_video(path, sample) for path, sample in jobs)
+        yield from map(work, jobs)
         return
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        pending: deque[Future[VideoAnalysis]] = deque()
-        for path, sample in jobs:
-            pending.append(pool.submit(analyse_video, path, sample))
+        pending: deque[Future[Result]] = deque()
+        for job in jobs:
+            pending.append(pool.submit(work, job))
             if len(pending) >= 2 * workers:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+
+
+def iter_analyses(paths_and_samplers: Iterable[tuple[Path, Sampler | None]],
+                  workers: int) -> Iterator[VideoAnalysis]:
+    """`analyse_video` over many files in input order, up to `workers` at once."""
+    return map_in_order(lambda job: analyse_video(*job), paths_and_samplers, workers)
 
 
 def analyse_many(paths_and_samplers: Iterable[tuple[Path, Sampler | None]],

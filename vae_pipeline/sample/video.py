@@ -43,6 +43,16 @@ def _picture(t: float, duration_s: float, width: int, height: int, loop: bool) -
     return frame
 
 
+def planted_picture(t: float, duration_s: float, width: int, height: int, *, black: Sequence[Segment] = (),
+                    freeze: Sequence[Segment] = (), loop: bool = False) -> np.ndarray:
+    """The RGB picture `write_video` encodes for the frame at time t (before any `mover` or `noise`):
+    black inside a black segment, the segment's first picture inside a freeze."""
+    if _inside(t, black):
+        return np.zeros((height, width, 3), dtype=np.uint8)
+    held = _inside(t, freeze)
+    return _picture(held[0] if held else t, duration_s, width, height, loop)
+
+
 def write_video(
     path: Path,
     *,
@@ -95,14 +105,10 @@ def write_video(
             stream.set_display_rotation(rotation)
         for i, pt in enumerate(pts):
             t = float(pt * time_base)
-            if _inside(t, black):
-                picture = np.zeros((height, width, 3), dtype=np.uint8)
-            else:
-                held = _inside(t, freeze)
-                picture = _picture(held[0] if held else t, duration_s, width, height, loop)
-                if mover:
-                    x = (4 * i) % max(1, width - mover)
-                    picture[:mover, x : x + mover] = 255
+            picture = planted_picture(t, duration_s, width, height, black=black, freeze=freeze, loop=loop)
+            if mover and not _inside(t, black):
+                x = (4 * i) % max(1, width - mover)
+                picture[:mover, x : x + mover] = 255
             if noise:
                 grain = np.random.default_rng(i).integers(-noise, noise + 1, picture.shape)
                 picture = np.clip(picture + grain, 0, 255).astype(np.uint8)

@@ -25,6 +25,7 @@ from vae_pipeline.domain.host import host_verdict
 from vae_pipeline.domain.rubric import AXES, Rubric, load_rubric, rubric_in_force
 from vae_pipeline.domain.sampler import sample_times
 from vae_pipeline.domain.video_facts import VideoAnalysis, analyse_video
+from vae_pipeline.sample.contest import ContestPlan, plan_contest
 from vae_pipeline.sample.planted import planted_values
 from vae_pipeline.sample.video import write_video
 
@@ -61,6 +62,7 @@ class EpisodePlan:
     archive: bool = False
     secrets: dict[str, str] = field(default_factory=dict)
     hd: bool = False  # delivery-size clips instead of thumbnails
+    scores: dict[str, int] | None = None  # the judge's scores, when planted (contest episodes)
 
 
 @dataclass
@@ -68,6 +70,7 @@ class SampleRun:
     root: Path
     series: dict[str, str]  # series id -> status
     episodes: list[EpisodePlan]
+    contest: ContestPlan | None = None  # several actor models and their comparisons (contest=True)
 
 
 def load_briefs(meta_dir: Path) -> list[dict]:
@@ -78,8 +81,9 @@ def load_briefs(meta_dir: Path) -> list[dict]:
 
 
 def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, seed: int = 0,
-             bad: bool = True, hd: bool = False) -> SampleRun:
-    """Write `series` series of `episodes` good episodes each (the last series `running`)."""
+             bad: bool = True, hd: bool = False, contest: bool = False) -> SampleRun:
+    """Write `series` series of `episodes` good episodes each (the last series `running`); with
+    `contest`, also several actor models' series on shared briefs and their comparisons."""
     rng = random.Random(seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -111,7 +115,28 @@ def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, s
                                    archive=kind in _ARCHIVE_KINDS)
                 _write_episode(series_dir, plan, rng, rubric)
                 run.episodes.append(plan)
+    if contest:
+        _write_contest(run, briefs, rubric, first_sample=len(samples), first_day=21 + series, seed=seed,
+                       bad=bad, hd=hd)
     return run
+
+
+CONTEST_BRIEFS = 6
+
+
+def _write_contest(run: SampleRun, briefs: list[dict], rubric: Rubric, *, first_sample: int, first_day: int,
+                   seed: int, bad: bool, hd: bool) -> None:
+    """The contest series on briefs no other good episode uses, so the planted order is the only one."""
+    used = {plan.brief["brief_id"] for plan in run.episodes if plan.bad is None}
+    shared = [brief for brief in briefs if brief["brief_id"] not in used][:CONTEST_BRIEFS]
+    run.contest = plan_contest(shared, first_sample=first_sample, first_day=first_day, seed=seed, bad=bad)
+    run.contest.write(run.root)
+    rng = random.Random(f"contest-episodes-{seed}")
+    for entry in run.contest.episodes:
+        run.series[entry.series] = "completed"
+        plan = EpisodePlan(entry.series, entry.episode_id, entry.brief, hd=hd, scores=entry.scores)
+        _write_episode(run.root / entry.series, plan, rng, rubric)
+        run.episodes.append(plan)
 
 
 _ARCHIVE_KINDS = {"not_zstd", "truncated", "absolute_member", "dotdot_member", "link_member",
@@ -360,7 +385,7 @@ def _video(plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> tuple[bytes
 def _judge_files(brief: dict, plan: EpisodePlan, rng: random.Random, analysis: VideoAnalysis,
                  rubric: Rubric, harness_error: bool) -> dict[str, bytes]:
     """judge.json with a plausible answer, the host block the harness computed, and the frames."""
-    scores = {axis: rng.randint(4, 9) for axis in AXES}
+    scores = dict(plan.scores) if plan.scores else {axis: rng.randint(4, 9) for axis in AXES}
     defects = []
     roll = rng.random()
     if roll < 0.2:

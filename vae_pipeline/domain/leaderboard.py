@@ -12,15 +12,19 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+from vae_pipeline.domain.episode import load_json
+from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.rubric import AXES as SCORE_AXES
 
 PAIRWISE_AXES = ("engagement", "prompt_intent", "composition", "temporal", "craft")
 OVERALL = "overall"
 SOURCES = ("scores", "pairwise")
+EVALUATION = "evaluation.json"
 REFERENCE_PREFIX = "ref:"
 ELO_MEAN = 1000.0
 ELO_SCALE = 400.0 / math.log(10.0)  # a 400-point gap is 10 : 1 odds
@@ -68,6 +72,17 @@ class BadLine:
 
 class _Bad(Exception):
     pass
+
+
+def ranked_series(path: Path) -> list[str] | None:
+    """The series `meta/evaluation.json` lists, or None when there is no such file (raises BadInput)."""
+    if not path.exists():
+        return None
+    value = load_json(path.read_bytes(), EVALUATION)
+    listed = value.get("series") if isinstance(value, dict) else None
+    if not isinstance(listed, list) or not all(isinstance(s, str) for s in listed):
+        raise BadInput(EVALUATION, "must be an object whose 'series' is a list of series ids")
+    return listed
 
 
 # ---------------------------------------------------------------- reading comparison lines

@@ -88,7 +88,7 @@ def plan_contest(briefs: list[dict], *, first_sample: int, first_day: int, seed:
                 "benchmark_version": "1.2.0",
             }
             for brief in briefs:
-                scores = {axis: max(0, min(10, round(6 + 1.5 * strength(model, axis) + rng.gauss(0, 1.0))))
+                scores = {axis: max(0, min(10, round(6 + strength(model, axis) + rng.gauss(0, 1.2))))
                           for axis in SCORE_AXES}
                 episodes.append(ContestEpisode(series_id, f"{brief['brief_id']}-{sample}", brief, model, scores))
             number += 1
@@ -103,7 +103,7 @@ def _judgment(rng: random.Random, first: ContestEpisode, second: ContestEpisode 
     p_first = {}
     for axis in PAIRWISE_AXES:
         other = strength(second.model, axis) if second else strength("vidgen-beta", axis)
-        p = _sigmoid(strength(first.model, axis) - other) + POSITION_BIAS + rng.gauss(0, 0.05)
+        p = _sigmoid(strength(first.model, axis) - other) + POSITION_BIAS + rng.gauss(0, 0.12)
         p_first[axis] = round(min(1.0, max(0.0, p)), 3)
     return {"first": first.episode_id, "second": second.episode_id if second else f"ref:{first.brief['brief_id']}",
             "judge_model": "pairjudge-2", "judged_at": "2026-10-28T10:00:00Z", "p_first": p_first}

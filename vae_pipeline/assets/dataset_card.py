@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 import dagster as dg
 import polars as pl
 
+from vae_pipeline.assets.leaderboard import entrants, human_votes, pairwise_judgments
 from vae_pipeline.domain.card import render_card, stats_rows
 from vae_pipeline.domain.leaderboard_view import leaderboard_section
 from vae_pipeline.domain.files import write_atomic
@@ -12,7 +13,9 @@ from vae_pipeline.freshness import content_version, record_metadata
 from vae_pipeline.resources import DatasetFolder
 
 
-@dg.asset(code_version="dataset_card-1", group_name="dataset", kinds={"markdown"})
+# entrants and the comparisons: the leaderboard's blocking checks on this asset read them
+@dg.asset(code_version="dataset_card-1", group_name="dataset", kinds={"markdown"},
+          deps=[entrants, pairwise_judgments, human_votes])
 def dataset_card(context: dg.AssetExecutionContext, dataset_folder: DatasetFolder,
                  dataset_rows: pl.DataFrame, rubric: pl.DataFrame, leaderboard: pl.DataFrame,
                  judge_agreement: pl.DataFrame) -> dg.MaterializeResult:

@@ -91,7 +91,7 @@ def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_met
         **{f"score_{axis}": f"answer_{axis}" for axis in SCORE_AXES},
     ).cast(ENTRANT_SCHEMA)
     ranked = frame.filter("ranked")
-    return dg.Output(frame, data_version=frame_version(frame), metadata={
+    return dg.Output(frame, data_version=frame_version(frame, listed), metadata={
         "published": frame.height,
         "ranked": ranked.height,
         "models": dg.MetadataValue.json(dict(sorted(ranked.group_by("model").len().iter_rows()))),
@@ -228,13 +228,41 @@ def judge_agreement(context: dg.AssetExecutionContext, dataset_folder: DatasetFo
 
 
 # ---------------------------------------------------------------- blocking checks
+# On `dataset_card`, which the release depends on and which re-renders whenever these inputs
+# change, so a refresh re-runs them and a failure blocks nothing but the release.
 
 
-def unpublished_listed_series(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> list[str]:
-    """Series `meta/evaluation.json` lists that the dataset does not publish (raises BadInput)."""
-    listed = read_evaluation(project_meta) or []
-    withheld_episodes, withheld_series = read_withheld(project_meta)
-    published = publishable(episode_table, withheld_episodes, withheld_series) if episode_table.height \
-        else episode_table
-    present = set(published["series"]) if published.height else set()
-    return [series for series in listed if series not in present]
+@dg.asset_check(asset=dg.AssetKey("dataset_card"), additional_ins={"entrants": dg.AssetIn("entrants")},
+                blocking=True, description="Every series meta/evaluation.json ranks is published")
+def ranked_series_published(project_meta: ProjectMeta, entrants: pl.DataFrame) -> dg.AssetCheckResult:
+    try:
+        listed = read_evaluation(project_meta) or []
+    except BadInput as exc:
+        return dg.AssetCheckResult(passed=False, description=f"meta/{exc}. Fix meta/evaluation.json.")
+    published = set(entrants["series"])
+    missing = [series for series in listed if series not in published]
+    return dg.AssetCheckResult(
+        passed=not missing,
+        description="every ranked series is published" if not missing else
+        f"meta/{EVALUATION} ranks series the dataset does not publish: {', '.join(missing)}. Complete or "
+        f"un-withhold the series, or remove it from meta/{EVALUATION}.",
+        metadata={"listed": len(listed), "not_published": len(missing)})
+
+
+@dg.asset_check(asset=dg.AssetKey("dataset_card"), blocking=True,
+                additional_ins={"pairwise_judgments": dg.AssetIn("pairwise_judgments"),
+                                "human_votes": dg.AssetIn("human_votes")},
+                description="Every line of comparisons/ (judge batches and human votes) is valid")
+def no_bad_comparisons(pairwise_judgments: pl.DataFrame, human_votes: pl.DataFrame) -> dg.AssetCheckResult:
+    bad = pl.concat([frame.filter(pl.col("reason").is_not_null()).select("file", "line", "reason")
+                     for frame in (pairwise_judgments, human_votes)]).unique().sort("file", "line")
+    problems = [f"comparisons/{r['file']}:{r['line']} {r['reason']}" for r in bad.iter_rows(named=True)]
+    shown = "; ".join(problems[:25]) + (f"; and {len(problems) - 25} more" if len(problems) > 25 else "")
+    return dg.AssetCheckResult(
+        passed=not problems,
+        description="every comparisons line is valid" if not problems else
+        f"{len(problems)} bad comparisons line(s), skipped by the leaderboard: {shown}. Fix or remove the lines.",
+        metadata={"bad_lines": len(problems), "lines": markdown_table(bad, ("file", "line", "reason"))})
+
+
+LEADERBOARD_CHECKS = [ranked_series_published, no_bad_comparisons]

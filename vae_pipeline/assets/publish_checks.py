@@ -3,8 +3,9 @@
 They are asset checks of their own (not part of an asset's step), so the `publish` job can run
 them against the current files without rebuilding anything, and a failure stops `hub_release`
 in the same run. They all check `dataset_episodes`, the last asset before the release, so that a
-failure during a refresh blocks nothing but the release. Each description names the episodes
-and files concerned and the way out.
+failure during a refresh blocks nothing but the release (the leaderboard's two checks sit on
+`dataset_card`, which re-renders whenever their inputs change). Each description names the
+episodes and files concerned and the way out.
 """
 
 import dagster as dg
@@ -18,8 +19,7 @@ from vae_pipeline.assets.dataset_episodes import (
     rows_vs_archives,
     video_in_place,
 )
-from vae_pipeline.assets.leaderboard import unpublished_listed_series
-from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.assets.leaderboard import LEADERBOARD_CHECKS
 from vae_pipeline.resources import DatasetFolder, ProjectMeta
 from vae_pipeline.ui import markdown_table
 
@@ -96,35 +96,5 @@ def rows_and_archives_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResul
         f"{_listing(problems)}. Rebuild (vae build) so rows and archives are written together.")
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
-                description="Every series meta/evaluation.json ranks is published")
-def ranked_series_published(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    try:
-        missing = unpublished_listed_series(project_meta, episode_table)
-    except BadInput as exc:
-        return dg.AssetCheckResult(passed=False, description=f"meta/{exc}. Fix meta/evaluation.json.")
-    return dg.AssetCheckResult(
-        passed=not missing,
-        description="every ranked series is published" if not missing else
-        f"meta/evaluation.json ranks series the dataset does not publish: {_listing(missing)}. Complete or "
-        f"un-withhold the series, or remove it from meta/evaluation.json.")
-
-
-@dg.asset_check(asset=dataset_episodes, blocking=True,
-                additional_ins={"pairwise_judgments": dg.AssetIn("pairwise_judgments"),
-                                "human_votes": dg.AssetIn("human_votes")},
-                description="Every line of comparisons/ (judge batches and human votes) is valid")
-def no_bad_comparisons(pairwise_judgments: pl.DataFrame, human_votes: pl.DataFrame) -> dg.AssetCheckResult:
-    bad = pl.concat([frame.filter(pl.col("reason").is_not_null()).select("file", "line", "reason")
-                     for frame in (pairwise_judgments, human_votes)]).unique().sort("file", "line")
-    problems = [f"comparisons/{r['file']}:{r['line']} {r['reason']}" for r in bad.iter_rows(named=True)]
-    return dg.AssetCheckResult(
-        passed=not problems,
-        description="every comparisons line is valid" if not problems else
-        f"{len(problems)} bad comparisons line(s), skipped by the leaderboard: {_listing(problems)}. Fix or "
-        "remove the lines.",
-        metadata={"bad_lines": len(problems), "lines": markdown_table(bad, ("file", "line", "reason"))})
-
-
 PUBLISH_CHECKS = [no_invalid_episodes, no_scrub_findings, files_match_manifests, delivered_videos_present,
-                  rows_and_archives_agree, ranked_series_published, no_bad_comparisons]
+                  rows_and_archives_agree, *LEADERBOARD_CHECKS]

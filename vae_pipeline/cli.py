@@ -17,8 +17,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
+import polars as pl
 
 from vae_pipeline.definitions import defs, resources_from_environ
+from vae_pipeline.domain.leaderboard import OVERALL, SOURCES
+from vae_pipeline.domain.leaderboard_view import rows_of, text_table
+from vae_pipeline.freshness import latest_materialization
 from vae_pipeline.refresh import (
     REFRESH_TAG,
     failed_only_on_checks,
@@ -256,6 +260,39 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+# ---------------------------------------------------------------- vae leaderboard
+
+
+def latest_leaderboard() -> pl.DataFrame:
+    """The table the last materialization of `leaderboard` wrote."""
+    with settings():
+        event = latest_materialization(dg.DagsterInstance.get(), dg.AssetKey("leaderboard"))
+    if event is None:
+        raise CliError("no leaderboard has been materialized yet: run `vae build` first")
+    entry = event.metadata.get("parquet")
+    path = Path(entry.value) if entry is not None else None
+    if path is None or not path.is_file():
+        raise CliError(f"the last leaderboard's table {path} is gone: run `vae build` again")
+    return pl.read_parquet(path)
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    table = latest_leaderboard()
+    sources = [args.source] if args.source else [s for s in SOURCES if s in set(table["source"])]
+    shown = 0
+    for source in sources:
+        for axis in ([args.axis] if args.axis else [OVERALL]):
+            rows = rows_of(table, source, axis)
+            if rows:
+                _say(f"{source} · {axis} (rank, 95 % interval; models whose intervals overlap share a rank: =2)")
+                _say(text_table(rows) + "\n")
+                shown += 1
+    if not shown:
+        raise CliError("no leaderboard rows for that source and axis" if table.height else
+                       "the leaderboard is empty: it needs two actor models judged on the same briefs")
+    return 0
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -296,6 +333,11 @@ def parser() -> argparse.ArgumentParser:
     pub.add_argument("--yes", action="store_true", help="really publish (one commit)")
     pub.add_argument("--pr", action="store_true", help="open a pull request instead of committing to main")
     pub.set_defaults(func=cmd_publish)
+
+    board = sub.add_parser("leaderboard", help="print the latest leaderboard (from the last build)")
+    board.add_argument("--source", choices=SOURCES, help="scores or pairwise (default: both)")
+    board.add_argument("--axis", help="a judging axis (default: overall)")
+    board.set_defaults(func=cmd_leaderboard)
     return top
 
 

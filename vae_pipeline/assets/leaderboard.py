@@ -207,6 +207,7 @@ def leaderboard(context: dg.AssetExecutionContext, project_meta: ProjectMeta, da
         "overall": dg.MetadataValue.md(overall_markdown(table)),
         "chart": dg.MetadataValue.md(image),
         "rounds": project_meta.leaderboard_rounds, "seed": project_meta.leaderboard_seed,
+        "parquet": dg.MetadataValue.path(str(root / LEADERBOARD_FILE)),
         **record_metadata(context, leaderboard_source(project_meta)),
     })
 

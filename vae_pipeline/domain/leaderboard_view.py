@@ -36,6 +36,20 @@ def axis_table(rows: Sequence[dict]) -> str:
     return "\n".join(lines + ([""] + [f"_{note}_" for note in notes] if notes else []))
 
 
+def text_table(rows: Sequence[dict]) -> str:
+    """The same columns as `axis_table`, aligned for a terminal."""
+    ranks = [row["rank"] for row in rows]
+    cells = [("rank", "model", "rating", "interval", "battles")] + [(
+        _rank(row["rank"], ranks.count(row["rank"]) > 1), row["model"],
+        "–" if row["rating"] is None else f"{row['rating']:.0f}",
+        "–" if row["lo"] is None else f"{row['lo']:.0f}–{row['hi']:.0f}", f"{row['battles']:,}") for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(5)]
+    lines = ["  ".join(c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
+             for line in cells]
+    notes = sorted({row["note"] for row in rows if row["note"]})
+    return "\n".join(lines + notes)
+
+
 def axes_in(table: pl.DataFrame, source: str) -> list[str]:
     present = set(table.filter(pl.col("source") == source)["axis"])
     return [axis for axis in AXES_OF[source] if axis in present]

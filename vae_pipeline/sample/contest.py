@@ -129,7 +129,7 @@ def _judge(plan: ContestPlan, rng: random.Random, bad: bool) -> None:
                     votes_a = sum(rng.random() < p for _ in range(5))
                     votes.append(json.dumps({"a": x.episode_id, "b": y.episode_id, "axis": axis,
                                              "votes_a": votes_a, "votes_b": 5 - votes_a}))
-        for x in group[: 2]:  # two episodes a brief against the reference video
+        for x in {e.model: e for e in reversed(group)}.values():  # one episode a model against the reference
             second_batch.append(json.dumps(_judgment(rng, x, None)))
     if bad:
         briefs = sorted(by_brief)

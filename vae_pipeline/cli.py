@@ -49,7 +49,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     started = time.monotonic()
     env = apply_defaults()
     run = generate(Path(args.out), Path(env["VAE_META_DIR"]), series=args.series,
-                   episodes=args.episodes, seed=args.seed, bad=not args.no_bad)
+                   episodes=args.episodes, seed=args.seed, bad=not args.no_bad, contest=args.contest)
     _say(f"wrote {len(run.episodes)} episodes in {len(run.series)} series to {args.out} "
          f"({time.monotonic() - started:.1f} s)")
     return 0
@@ -194,7 +194,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     scratch = Path(args.dir or Path(env["VAE_HOME"]) / "demo")
     runs, out = scratch / "runs", scratch / "dataset"
     if not runs.exists():
-        cmd_sample(argparse.Namespace(out=runs, series=3, episodes=6, seed=0, no_bad=False))
+        cmd_sample(argparse.Namespace(out=runs, series=3, episodes=6, seed=0, no_bad=False, contest=True))
     args_build = argparse.Namespace(runs=runs, out=out, summary=scratch / "summary.json", rubric_version=None,
                                     debug=args.debug)
     code = cmd_build(args_build)
@@ -306,7 +306,9 @@ def parser() -> argparse.ArgumentParser:
     sample.add_argument("--series", type=int, default=3)
     sample.add_argument("--episodes", type=int, default=6, help="good episodes per series")
     sample.add_argument("--seed", type=int, default=0)
-    sample.add_argument("--no-bad", action="store_true", help="plant no bad episodes")
+    sample.add_argument("--no-bad", action="store_true", help="plant no bad episodes (nor bad comparisons lines)")
+    sample.add_argument("--contest", action="store_true",
+                        help="also several actor models on shared briefs, and pairwise comparisons (leaderboard)")
     sample.set_defaults(func=cmd_sample)
 
     build_cmd = sub.add_parser("build", help="materialize every stale or missing asset")

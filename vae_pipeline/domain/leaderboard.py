@@ -278,6 +278,7 @@ def fit_bradley_terry(wins: np.ndarray, tol: float = 1e-10, max_iter: int = 100)
     theta = np.zeros((rounds, m))
     ones = np.full((m, m), 1.0 / m)
     active = np.arange(rounds)
+    likelihood = _log_likelihood(wins, theta)
     for _ in range(max_iter):
         if active.size == 0:
             break
@@ -287,7 +288,7 @@ def fit_bradley_terry(wins: np.ndarray, tol: float = 1e-10, max_iter: int = 100)
         weight = n * prob * (1.0 - prob)
         hessian = weight.sum(axis=2)[:, :, None] * np.eye(m) - weight + ones
         step = np.linalg.solve(hessian, grad[:, :, None])[:, :, 0]
-        before = _log_likelihood(w, t)
+        before = likelihood[active]
         scale = np.ones(active.size)
         for _ in range(30):
             after = _log_likelihood(w, t + scale[:, None] * step)
@@ -295,8 +296,11 @@ def fit_bradley_terry(wins: np.ndarray, tol: float = 1e-10, max_iter: int = 100)
             if not worse.any():
                 break
             scale[worse] *= 0.5
+        else:
+            after = _log_likelihood(w, t + scale[:, None] * step)
         new = t + scale[:, None] * step
         theta[active] = new - new.mean(axis=1, keepdims=True)
+        likelihood[active] = after
         done = (np.abs(grad).max(axis=1) < tol) | (np.abs(scale[:, None] * step).max(axis=1) < tol)
         active = active[~done]
     return theta
@@ -340,19 +344,68 @@ class Ratings:
     note: str | None
 
 
-def brief_sums(battles: pl.DataFrame, models: Sequence[str], briefs: Sequence[str]) -> np.ndarray:
-    """Per brief, `sums[b, i, j]` = the sum of model i's outcomes against model j."""
-    model_index = {m: i for i, m in enumerate(models)}
-    brief_index = {b: i for i, b in enumerate(briefs)}
-    sums = np.zeros((len(briefs), len(models), len(models)))
-    if battles.height:
-        b = battles["brief_id"].replace_strict(brief_index, return_dtype=pl.Int64).to_numpy()
-        i = battles["model_a"].replace_strict(model_index, return_dtype=pl.Int64).to_numpy()
-        j = battles["model_b"].replace_strict(model_index, return_dtype=pl.Int64).to_numpy()
-        o = battles["outcome"].to_numpy()
-        np.add.at(sums, (b, i, j), o)
-        np.add.at(sums, (b, j, i), 1.0 - o)
-    return sums
+@dataclass(frozen=True)
+class CodedBattles:
+    """One source's battles as integer codes (models and briefs sorted), for fast per-axis sums."""
+
+    models: list[str]
+    briefs: list[str]
+    axes: list[str]
+    a: np.ndarray  # model index of side a
+    b: np.ndarray
+    brief: np.ndarray
+    axis: np.ndarray
+    outcome: np.ndarray  # for a
+    reference: np.ndarray  # bool: b is a reference video (never rated)
+
+    @classmethod
+    def of(cls, battles: pl.DataFrame) -> CodedBattles:
+        contests = battles.filter(~pl.col("reference"))
+        models = sorted(pl.concat([contests["model_a"], contests["model_b"]]).unique().to_list())
+        briefs = sorted(contests["brief_id"].unique().to_list())
+        axes = sorted(battles["axis"].unique().to_list())
+        kept = battles.filter(pl.col("model_a").is_in(models))  # references of models that never met another
+
+        def codes(column: str, names: list[str]) -> np.ndarray:
+            index = {name: i for i, name in enumerate(names)}
+            return kept[column].replace_strict(index, default=-1, return_dtype=pl.Int64).to_numpy()
+
+        return cls(models, briefs, axes, codes("model_a", models), codes("model_b", models),
+                   codes("brief_id", briefs), codes("axis", axes), kept["outcome"].to_numpy(),
+                   kept["reference"].to_numpy())
+
+    def mask(self, axis: str | None) -> np.ndarray:
+        """Rated battles of `axis` (None: every axis)."""
+        chosen = ~self.reference
+        return chosen & (self.axis == self.axes.index(axis)) if axis is not None else chosen
+
+    def brief_sums(self, mask: np.ndarray) -> np.ndarray:
+        """Per brief, `sums[b, i, j]` = the sum of model i's outcomes against model j."""
+        m, n = len(self.models), len(self.briefs)
+        a, b, brief, o = self.a[mask], self.b[mask], self.brief[mask], self.outcome[mask]
+        flat = np.bincount((brief * m + a) * m + b, weights=o, minlength=n * m * m)
+        flat += np.bincount((brief * m + b) * m + a, weights=1.0 - o, minlength=n * m * m)
+        return flat.reshape(n, m, m)
+
+    def counts(self, mask: np.ndarray) -> dict[str, np.ndarray]:
+        """Per model: battles, distinct briefs, wins, losses, ties (outcome above, below, at 0.5)."""
+        m = len(self.models)
+        a, b, brief, o = self.a[mask], self.b[mask], self.brief[mask], self.outcome[mask]
+        model = np.concatenate([a, b])
+        mine = np.concatenate([o, 1.0 - o])
+        seen = np.unique(np.concatenate([brief, brief]) * m + model)
+        return {"battles": np.bincount(model, minlength=m), "briefs": np.bincount(seen % m, minlength=m),
+                "wins": np.bincount(model, weights=mine > 0.5, minlength=m).astype(int),
+                "losses": np.bincount(model, weights=mine < 0.5, minlength=m).astype(int),
+                "ties": np.bincount(model, weights=mine == 0.5, minlength=m).astype(int)}
+
+    def vs_reference(self, axis: str | None) -> list[float | None]:
+        """Per model, the mean outcome against reference videos on `axis` (None: every axis)."""
+        mask = self.reference & ((self.axis == self.axes.index(axis)) if axis is not None else True)
+        m = len(self.models)
+        total = np.bincount(self.a[mask], weights=self.outcome[mask], minlength=m)
+        count = np.bincount(self.a[mask], minlength=m)
+        return [float(total[i] / count[i]) if count[i] else None for i in range(m)]
 
 
 def draw_briefs(n_briefs: int, rounds: int, seed: int) -> np.ndarray:
@@ -385,52 +438,31 @@ def rate(sums: np.ndarray, models: Sequence[str], draws: np.ndarray) -> Ratings:
 # ---------------------------------------------------------------- the leaderboard table
 
 
-def _model_counts(battles: pl.DataFrame) -> pl.DataFrame:
-    """Per model: battles, distinct briefs, wins, losses, ties (outcome above, below, at 0.5)."""
-    sides = pl.concat([
-        battles.select("brief_id", model="model_a", outcome="outcome"),
-        battles.select("brief_id", model="model_b", outcome=1.0 - pl.col("outcome")),
-    ])
-    return sides.group_by("model").agg(
-        battles=pl.len(), briefs=pl.col("brief_id").n_unique(),
-        wins=(pl.col("outcome") > 0.5).sum(), losses=(pl.col("outcome") < 0.5).sum(),
-        ties=(pl.col("outcome") == 0.5).sum(),
-    )
-
-
-def _axis_rows(source: str, axis: str, battles: pl.DataFrame, references: pl.DataFrame,
-               models: list[str], briefs: list[str], draws: np.ndarray) -> list[dict]:
-    ratings = rate(brief_sums(battles, models, briefs), models, draws)
-    counts = {row["model"]: row for row in _model_counts(battles).iter_rows(named=True)} if battles.height else {}
-    vs_reference = dict(references.group_by("model_a").agg(pl.col("outcome").mean()).iter_rows()) \
-        if references.height else {}
-    rows = []
-    for i, model in enumerate(models):
-        count = counts.get(model, {})
-        rows.append({
-            "source": source, "axis": axis, "model": model, "rating": ratings.rating[i], "lo": ratings.lo[i],
-            "hi": ratings.hi[i], "rank": ratings.rank[i],
-            **{k: count.get(k, 0) for k in ("battles", "briefs", "wins", "losses", "ties")},
-            "vs_reference": vs_reference.get(model) if source == "pairwise" else None,
-            "rounds_kept": ratings.rounds_kept, "note": ratings.note,
-        })
-    return rows
-
-
 def source_rows(source: str, axes: Sequence[str], battles: pl.DataFrame, rounds: int, seed: int) -> list[dict]:
-    """Every axis of one source and `overall` (all axes' battles pooled)."""
-    contests = battles.filter(~pl.col("reference"))
-    references = battles.filter(pl.col("reference"))
-    models = sorted(set(contests["model_a"]) | set(contests["model_b"]))
-    if not models:
+    """Every axis of one source and `overall` (all axes' battles pooled); reference battles give
+    `vs_reference` (pairwise source) and never enter the ratings."""
+    coded = CodedBattles.of(battles)
+    if not coded.models:
         return []
-    briefs = sorted(set(contests["brief_id"]))
-    draws = draw_briefs(len(briefs), rounds, seed)
+    draws = draw_briefs(len(coded.briefs), rounds, seed)
     rows = []
-    for axis in axes:
-        rows += _axis_rows(source, axis, contests.filter(pl.col("axis") == axis),
-                           references.filter(pl.col("axis") == axis), models, briefs, draws)
-    rows += _axis_rows(source, OVERALL, contests, references, models, briefs, draws)
+    for axis in (*axes, OVERALL):
+        chosen = None if axis == OVERALL else axis
+        if chosen is not None and chosen not in coded.axes:
+            mask = np.zeros(coded.a.size, dtype=bool)
+            vs_reference = [None] * len(coded.models)
+        else:
+            mask = coded.mask(chosen)
+            vs_reference = coded.vs_reference(chosen)
+        ratings = rate(coded.brief_sums(mask), coded.models, draws)
+        counts = coded.counts(mask)
+        for i, model in enumerate(coded.models):
+            rows.append({
+                "source": source, "axis": axis, "model": model, "rating": ratings.rating[i], "lo": ratings.lo[i],
+                "hi": ratings.hi[i], "rank": ratings.rank[i], **{k: int(v[i]) for k, v in counts.items()},
+                "vs_reference": vs_reference[i] if source == "pairwise" else None,
+                "rounds_kept": ratings.rounds_kept, "note": ratings.note,
+            })
     return rows
 
 

@@ -21,13 +21,15 @@ Timed, on the same battles, for the 5 pairwise axes and `overall`, `--rounds` ro
   - sklearn: the recipe's full-data fit + `--sklearn-rounds` bootstrap fits per axis (its time is
     scaled to `--rounds` when fewer are run, and says so).
 Prints both times, the ratio, and the largest rating difference between the two full-data fits
-(goal: ≤ 0.05). Then times the whole leaderboard — `combine_orders` of the judgment lines and
+(goal: ≤ 0.05). Both run with BLAS/OpenMP limited to one thread (threadpoolctl, which
+scikit-learn installs): on a shared 2-core machine scikit-learn's thread pools cost it ~3× more. Then times the whole leaderboard — `combine_orders` of the judgment lines and
 `leaderboard()` for both sources, every axis and overall, `--rounds` rounds (goal: ≤ 10 s).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -117,7 +119,8 @@ def pair_sums(a: np.ndarray, b: np.ndarray, o: np.ndarray, m: int) -> np.ndarray
     return sums.reshape(m, m)
 
 
-def bench_fits(judgments: pl.DataFrame, rounds: int, sklearn_rounds: int, seed: int) -> None:
+def bench_fits(judgments: pl.DataFrame, rounds: int, sklearn_rounds: int | None, seed: int) -> None:
+    """Ours vs the recipe per axis; `sklearn_rounds` None: ours alone (scikit-learn not installed)."""
     battles = pairwise_battles(combine_orders(judgments))
     coded = CodedBattles.of(battles)
     models = coded.models
@@ -130,7 +133,9 @@ def bench_fits(judgments: pl.DataFrame, rounds: int, sklearn_rounds: int, seed: 
         start = time.perf_counter()
         ours = rate(coded.brief_sums(coded.mask(None if axis == OVERALL else axis)), models, draws)
         ours_s += time.perf_counter() - start
-
+        print(f"  {axis:14s} {on_axis.height:>9,} battles; ours kept {ours.rounds_kept} rounds")
+        if sklearn_rounds is None:
+            continue
         a = on_axis["model_a"].replace_strict(model_index, return_dtype=pl.Int64).to_numpy()
         b = on_axis["model_b"].replace_strict(model_index, return_dtype=pl.Int64).to_numpy()
         o = on_axis["outcome"].to_numpy()
@@ -141,12 +146,22 @@ def bench_fits(judgments: pl.DataFrame, rounds: int, sklearn_rounds: int, seed: 
             sklearn_fit(pair_sums(a[pick], b[pick], o[pick], len(models)))
         theirs_s += (time.perf_counter() - start) * (rounds + 1) / (sklearn_rounds + 1)
         largest = max(largest, float(np.max(np.abs(np.array(ours.rating) - full))))
-        print(f"  {axis:14s} {on_axis.height:>9,} battles; ours kept {ours.rounds_kept} rounds")
-    scaled = "" if sklearn_rounds == rounds else f" (measured on {sklearn_rounds} rounds, scaled to {rounds})"
     print(f"ours: {ours_s:.2f} s for {len(PAIRWISE_AXES) + 1} axes x ({rounds} rounds + full fit)")
+    if sklearn_rounds is None:
+        return
+    scaled = "" if sklearn_rounds == rounds else f" (measured on {sklearn_rounds} rounds, scaled to {rounds})"
     print(f"sklearn: {theirs_s:.2f} s{scaled}")
-    print(f"fit ratio sklearn / ours: {theirs_s / ours_s:.1f}x faster (goal >= 20x)")
+    print(f"fit ratio sklearn / ours: {theirs_s / ours_s:.1f} (ours faster; goal >= 20)")
     print(f"largest rating difference vs sklearn: {largest:.4f} Elo points (goal <= 0.05)")
+
+
+def single_threaded():
+    """One BLAS/OpenMP thread for both fits (a no-op without threadpoolctl)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=1000)
     parser.add_argument("--sklearn-rounds", type=int, default=1000)
+    parser.add_argument("--no-sklearn", action="store_true", help="time ours alone")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     print(f"cpus: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
@@ -163,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"input: {args.models} models, {args.briefs} briefs, {args.samples} samples each: "
           f"{episodes.height:,} episodes, {judgments.height // len(PAIRWISE_AXES):,} judged pairs x "
           f"{len(PAIRWISE_AXES)} axes")
-    bench_fits(judgments, args.rounds, args.sklearn_rounds, args.seed)
+    with single_threaded():
+        bench_fits(judgments, args.rounds, None if args.no_sklearn else args.sklearn_rounds, args.seed)
     start = time.perf_counter()
     table = leaderboard(episodes, combine_orders(judgments), rounds=args.rounds, seed=args.seed)
     seconds = time.perf_counter() - start

@@ -19,10 +19,10 @@ from vae_pipeline.domain.leaderboard import (
     OVERALL,
     Entrant,
     bad_lines_frame,
-    ranked_series,
     combine_orders,
     judge_agreement as agreement_table,
     leaderboard as leaderboard_table,
+    ranked_series,
     read_judgments,
     read_votes,
 )
@@ -82,15 +82,20 @@ def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_met
     table = join_stages(episodes, verdicts, bundles)
     published = publishable(table, withheld_episodes, withheld_series) if table.height else table
     models = actor_models(runs_root)
-    frame = pl.DataFrame(schema=ENTRANT_SCHEMA) if not published.height else published.select(
-        "id", "series", "brief_id",
-        model=pl.col("series").replace_strict(models, default=None, return_dtype=pl.String),
+    unjudged = [pl.lit(None, pl.Int64).alias(f"answer_{axis}") for axis in SCORE_AXES
+                if f"answer_{axis}" not in published.columns]  # no stored verdict has rows
+    frame = pl.DataFrame(schema=ENTRANT_SCHEMA) if not published.height else published.with_columns(
+        *unjudged, model=pl.col("series").replace_strict(models, default=None, return_dtype=pl.String),
+    ).select(
+        "id", "series", "brief_id", "model",
         ranked=(pl.col("series").is_in(listed) if listed is not None else pl.lit(True))
-        & ~pl.col("harness_error").fill_null(False) & pl.col("series").replace_strict(models, default=None).is_not_null(),
+        & ~pl.col("harness_error").fill_null(False) & pl.col("model").is_not_null(),
         harness_error="harness_error",
         **{f"score_{axis}": f"answer_{axis}" for axis in SCORE_AXES},
     ).cast(ENTRANT_SCHEMA)
     ranked = frame.filter("ranked")
+    # the listing is part of the version: a listed series that is not published changes no row, but
+    # must re-render the card so that its check `ranked_series_published` runs again
     return dg.Output(frame, data_version=frame_version(frame, listed), metadata={
         "published": frame.height,
         "ranked": ranked.height,

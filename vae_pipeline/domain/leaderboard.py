@@ -88,9 +88,13 @@ def ranked_series(path: Path) -> list[str] | None:
 # ---------------------------------------------------------------- reading comparison lines
 
 
+def _reject_constant(_: str) -> None:
+    raise _Bad("not valid JSON (NaN and Infinity are not JSON numbers)")
+
+
 def _json_object(text: str) -> dict:
     try:
-        value = json.loads(text, parse_constant=lambda _: (_ for _ in ()).throw(_Bad("NaN or Infinity")))
+        value = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise _Bad(f"not valid JSON ({exc.msg})") from None
     if not isinstance(value, dict):
@@ -483,35 +487,36 @@ def leaderboard(episodes: pl.DataFrame, combined: pl.DataFrame, *, rounds: int =
 # ---------------------------------------------------------------- judge agreement
 
 
-def _bucket(confidence: float) -> str:
-    return BUCKETS[0] if confidence < 0.25 else BUCKETS[1] if confidence < 0.40 else BUCKETS[2]
+def _judged_votes(combined: pl.DataFrame, votes: pl.DataFrame) -> pl.DataFrame:
+    """Each human-vote line joined with the combined p of its pair from a's side (`p_a`), with
+    the judge's confidence bucket and whether its pick is the people's; undecided lines dropped."""
+    pairs = combined.select("x", "y", "axis", "p_x")
+    same = votes.join(pairs, left_on=["a", "b", "axis"], right_on=["x", "y", "axis"]).with_columns(p_a="p_x")
+    swapped = votes.join(pairs, left_on=["b", "a", "axis"], right_on=["x", "y", "axis"]).with_columns(
+        p_a=1.0 - pl.col("p_x"))
+    confidence = (pl.col("p_a") - 0.5).abs()
+    return pl.concat([same, swapped]).filter((pl.col("p_a") != 0.5) & (pl.col("votes_a") != pl.col("votes_b"))).select(
+        "axis",
+        bucket=pl.when(confidence < 0.25).then(pl.lit(BUCKETS[0])).when(confidence < 0.40).then(pl.lit(BUCKETS[1]))
+        .otherwise(pl.lit(BUCKETS[2])),
+        agree=(pl.col("p_a") > 0.5) == (pl.col("votes_a") > pl.col("votes_b")),
+    )
 
 
 def judge_agreement(judgments: pl.DataFrame, combined: pl.DataFrame, votes: pl.DataFrame) -> pl.DataFrame:
     """`data/judge_agreement.parquet`: per axis and confidence bucket, the share of human-vote
     lines where the judge's pick is the people's; order consistency and position bias per axis."""
-    p_of = {(row["x"], row["y"], row["axis"]): row["p_x"] for row in combined.iter_rows(named=True)}
-    picks: dict[str, list[tuple[str, bool]]] = {axis: [] for axis in PAIRWISE_AXES}
-    for vote in votes.iter_rows(named=True):
-        a, b, axis = vote["a"], vote["b"], vote["axis"]
-        if (a, b, axis) in p_of:
-            p_a = p_of[a, b, axis]
-        elif (b, a, axis) in p_of:
-            p_a = 1.0 - p_of[b, a, axis]
-        else:
-            continue
-        if p_a == 0.5 or vote["votes_a"] == vote["votes_b"]:
-            continue
-        picks[axis].append((_bucket(abs(p_a - 0.5)), (p_a > 0.5) == (vote["votes_a"] > vote["votes_b"])))
+    judged = _judged_votes(combined, votes)
     rows = []
     for axis in PAIRWISE_AXES:
-        on_axis = combined.filter((pl.col("axis") == axis) & pl.col("swapped"))
-        consistency = on_axis["consistent"].mean() if on_axis.height else None
+        swapped = combined.filter((pl.col("axis") == axis) & pl.col("swapped"))
+        consistency = swapped["consistent"].mean() if swapped.height else None
         lines = judgments.filter(pl.col("axis") == axis)
         bias = float(lines["p_first"].mean() - 0.5) if lines.height else None
+        on_axis = judged.filter(pl.col("axis") == axis)
         for bucket in (*BUCKETS, ALL_BUCKET):
-            agree = [ok for b, ok in picks[axis] if bucket in (b, ALL_BUCKET)]
-            rows.append({"axis": axis, "bucket": bucket, "lines": len(agree),
-                         "agreement": sum(agree) / len(agree) if agree else None,
+            agree = on_axis if bucket == ALL_BUCKET else on_axis.filter(pl.col("bucket") == bucket)
+            rows.append({"axis": axis, "bucket": bucket, "lines": agree.height,
+                         "agreement": agree["agree"].mean() if agree.height else None,
                          "order_consistency": consistency, "position_bias": bias})
     return pl.DataFrame(rows, schema=AGREEMENT_SCHEMA)

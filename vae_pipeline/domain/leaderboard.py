@@ -270,16 +270,18 @@ def strongly_connected(wins: np.ndarray) -> np.ndarray:
     return reach.all(axis=(1, 2))
 
 
-def fit_bradley_terry(wins: np.ndarray, tol: float = 1e-10, max_iter: int = 100) -> np.ndarray:
+def fit_bradley_terry(wins: np.ndarray, start: np.ndarray | None = None, tol: float = 1e-10,
+                      max_iter: int = 100) -> np.ndarray:
     """Maximum-likelihood strengths θ (natural log, mean 0) for every round at once.
 
     `wins[r, i, j]` is the sum of i's outcomes against j in round r (soft outcomes allowed); each
-    round must be strongly connected. Newton's method on the concave log-likelihood, with the
-    step halved for a round whose likelihood would fall.
+    round must be strongly connected. Newton's method on the concave log-likelihood from `start`
+    (default 0; the bootstrap starts from the full-data fit), with the step halved for a round
+    whose likelihood would fall.
     """
     rounds, m, _ = wins.shape
     battles = wins + wins.transpose(0, 2, 1)
-    theta = np.zeros((rounds, m))
+    theta = np.zeros((rounds, m)) if start is None else np.broadcast_to(start, (rounds, m)).copy()
     ones = np.full((m, m), 1.0 / m)
     active = np.arange(rounds)
     likelihood = _log_likelihood(wins, theta)
@@ -397,8 +399,8 @@ class CodedBattles:
         a, b, brief, o = self.a[mask], self.b[mask], self.brief[mask], self.outcome[mask]
         model = np.concatenate([a, b])
         mine = np.concatenate([o, 1.0 - o])
-        seen = np.unique(np.concatenate([brief, brief]) * m + model)
-        return {"battles": np.bincount(model, minlength=m), "briefs": np.bincount(seen % m, minlength=m),
+        met = np.bincount(np.concatenate([brief, brief]) * m + model, minlength=len(self.briefs) * m)
+        return {"battles": np.bincount(model, minlength=m), "briefs": (met.reshape(-1, m) > 0).sum(axis=0),
                 "wins": np.bincount(model, weights=mine > 0.5, minlength=m).astype(int),
                 "losses": np.bincount(model, weights=mine < 0.5, minlength=m).astype(int),
                 "ties": np.bincount(model, weights=mine == 0.5, minlength=m).astype(int)}
@@ -427,13 +429,14 @@ def rate(sums: np.ndarray, models: Sequence[str], draws: np.ndarray) -> Ratings:
         return Ratings(list(models), empty, empty, empty, empty, 0, "no rating: fewer than two models")
     if not strongly_connected(total)[0]:
         return Ratings(list(models), empty, empty, empty, empty, 0, _not_connected_note(total[0], models))
-    rating = elo(fit_bradley_terry(total))[0]
+    theta = fit_bradley_terry(total)
+    rating = elo(theta)[0]
     drawn = np.einsum("rb,bij->rij", draws, sums)
     kept = drawn[strongly_connected(drawn)]
     if kept.shape[0] == 0:
         return Ratings(list(models), rating.tolist(), empty, empty, empty, 0,
                        "no interval: every bootstrap round was discarded (not strongly connected)")
-    boot = elo(fit_bradley_terry(kept))
+    boot = elo(fit_bradley_terry(kept, start=theta[0]))
     lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
     rank = [1 + int(np.sum(lo > hi[i])) for i in range(m)]
     return Ratings(list(models), rating.tolist(), lo.tolist(), hi.tolist(), rank, int(kept.shape[0]), None)

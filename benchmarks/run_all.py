@@ -1,17 +1,18 @@
 """Run every benchmark in one process, with modest sizes, and print each one's ratios at the end.
 
-    python benchmarks/run_all.py [--only facts,scrub,parse,rehost,review] [--full]
+    python benchmarks/run_all.py [--only facts,scrub,parse,rehost,review,leaderboard] [--full]
 
   facts   bench_facts.py   renders step vs ffmpeg blackdetect+freezedetect and decode-only
   scrub   bench_scrub.py   scrub vs detect-secrets; bundle step vs tar + zstd
   parse   bench_parse.py   the `episodes` stage vs tar --zstd -xf + json.loads
   rehost  bench_rehost.py  a rehost of every label vs a full build (goal <= 5 %), HD clips
   review  bench_review.py  the review site for 500 episodes, full and after one new series (<= 5 s, <= 1 s)
+  leaderboard  bench_leaderboard.py  Bradley–Terry + bootstrap vs scikit-learn's arena recipe
 
 The sizes below keep the whole run under ~10 minutes on a 2-core machine; --full runs each
 benchmark with its own defaults instead. An external tool that is missing (ffmpeg, zstd,
 detect-secrets) skips only the comparison that needs it, with a line saying so; the rest of that
-benchmark still runs. Exit status: 0 when every benchmark ran, 1 otherwise.
+benchmark still runs (scikit-learn, for the leaderboard). Exit status: 0 when every benchmark ran, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
                 r"^    steps: ", r"^(ok|FAIL): ", r"WARNING failed run"]),
     "review": ("bench_review", ["--episodes", "500", "--repeat", "3"],
                [r"^sample: ", r"^best of \d+: ", r"incremental / full", r"^(ok|FAIL): "]),
+    # scikit-learn's 1,000 rounds per axis take minutes: time 100 and scale (the line says so)
+    "leaderboard": ("bench_leaderboard", ["--sklearn-rounds", "100"],
+                    [r"^cpus: ", r"^input: ", r"^ours: ", r"^sklearn", r"fit ratio", r"largest rating difference",
+                     r"^whole leaderboard"]),
 }
 
 
@@ -128,6 +133,9 @@ def run_one(name: str, argv: list[str]) -> tuple[int, str]:
         if name == "facts" and shutil.which("ffmpeg") is None:
             print("ffmpeg not found (apt-get install -y ffmpeg): facts vs ffmpeg comparison skipped")
             code = facts_without_ffmpeg(module, argv)
+        elif name == "leaderboard" and importlib.util.find_spec("sklearn") is None:
+            print("scikit-learn not installed (pip install -e '.[bench]'): leaderboard comparison skipped")
+            code = call_main(module.main, module.__file__, [*argv, "--no-sklearn"])
         elif name == "scrub" and importlib.util.find_spec("detect_secrets") is None:
             print("detect-secrets not installed (pip install -e '.[bench]'): scrub vs detect-secrets "
                   "comparison skipped")

@@ -17,13 +17,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
+import polars as pl
 
 from vae_pipeline.assets.hub_release import left_out, refusal_text
 from vae_pipeline.assets.meta import check_meta_folder
 from vae_pipeline.definitions import defs, resources_from_environ
+from vae_pipeline.domain.leaderboard import OVERALL, SOURCES
+from vae_pipeline.domain.leaderboard_view import rows_of, text_table
 from vae_pipeline.domain.line_scrub import scrub_line
 from vae_pipeline.domain.review_site import SITE_DIR
 from vae_pipeline.domain.scrub import ScrubConfig
+from vae_pipeline.freshness import latest_materialization
 from vae_pipeline.launch import run_job
 from vae_pipeline.pools import ensure_pool_limits
 from vae_pipeline.refresh import (
@@ -60,7 +64,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     started = time.monotonic()
     env = apply_defaults()
     run = generate(Path(args.out), Path(env["VAE_META_DIR"]), series=args.series,
-                   episodes=args.episodes, seed=args.seed, bad=not args.no_bad)
+                   episodes=args.episodes, seed=args.seed, bad=not args.no_bad, contest=args.contest)
     _say(f"wrote {len(run.episodes)} episodes in {len(run.series)} series to {args.out} "
          f"({time.monotonic() - started:.1f} s)")
     return 0
@@ -216,7 +220,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     scratch = Path(args.dir or Path(env["VAE_HOME"]) / "demo")
     runs, out = scratch / "runs", scratch / "dataset"
     if not runs.exists():
-        cmd_sample(argparse.Namespace(out=runs, series=3, episodes=6, seed=0, no_bad=False))
+        cmd_sample(argparse.Namespace(out=runs, series=3, episodes=6, seed=0, no_bad=False, contest=True))
     args_build = argparse.Namespace(runs=runs, out=out, summary=scratch / "summary.json", rubric_version=None,
                                     debug=args.debug)
     code = cmd_build(args_build)
@@ -341,6 +345,39 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+# ---------------------------------------------------------------- vae leaderboard
+
+
+def latest_leaderboard() -> pl.DataFrame:
+    """The table the last materialization of `leaderboard` wrote."""
+    with settings():
+        event = latest_materialization(dg.DagsterInstance.get(), dg.AssetKey("leaderboard"))
+    if event is None:
+        raise CliError("no leaderboard has been materialized yet: run `vae build` first")
+    entry = event.metadata.get("parquet")
+    path = Path(entry.value) if entry is not None else None
+    if path is None or not path.is_file():
+        raise CliError(f"the last leaderboard's table {path} is gone: run `vae build` again")
+    return pl.read_parquet(path)
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    table = latest_leaderboard()
+    sources = [args.source] if args.source else [s for s in SOURCES if s in set(table["source"])]
+    shown = 0
+    for source in sources:
+        for axis in ([args.axis] if args.axis else [OVERALL]):
+            rows = rows_of(table, source, axis)
+            if rows:
+                _say(f"{source} · {axis} (rank, 95 % interval; models whose intervals overlap share a rank: =2)")
+                _say(text_table(rows) + "\n")
+                shown += 1
+    if not shown:
+        raise CliError("no leaderboard rows for that source and axis" if table.height else
+                       "the leaderboard is empty: it needs two actor models judged on the same briefs")
+    return 0
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -354,7 +391,9 @@ def parser() -> argparse.ArgumentParser:
     sample.add_argument("--series", type=int, default=3)
     sample.add_argument("--episodes", type=int, default=6, help="good episodes per series")
     sample.add_argument("--seed", type=int, default=0)
-    sample.add_argument("--no-bad", action="store_true", help="plant no bad episodes")
+    sample.add_argument("--no-bad", action="store_true", help="plant no bad episodes (nor bad comparisons lines)")
+    sample.add_argument("--contest", action="store_true",
+                        help="also several actor models on shared briefs, and pairwise comparisons (leaderboard)")
     sample.set_defaults(func=cmd_sample)
 
     build_cmd = sub.add_parser("build", help="materialize every stale or missing asset")
@@ -396,6 +435,11 @@ def parser() -> argparse.ArgumentParser:
     pub.add_argument("--yes", action="store_true", help="really publish (one commit)")
     pub.add_argument("--pr", action="store_true", help="open a pull request instead of committing to main")
     pub.set_defaults(func=cmd_publish)
+
+    board = sub.add_parser("leaderboard", help="print the latest leaderboard (from the last build)")
+    board.add_argument("--source", choices=SOURCES, help="scores or pairwise (default: both)")
+    board.add_argument("--axis", help="a judging axis (default: overall)")
+    board.set_defaults(func=cmd_leaderboard)
     return top
 
 

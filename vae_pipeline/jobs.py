@@ -15,7 +15,7 @@ refresh_job = dg.define_asset_job(
 publish_job = dg.define_asset_job(
     "publish",
     selection=dg.AssetSelection.assets("hub_release")
-    | dg.AssetSelection.checks_for_assets("dataset_episodes"),
+    | dg.AssetSelection.checks_for_assets("dataset_episodes", "dataset_card"),
     description="Run the blocking checks and publish the dataset folder to the Hub in one commit.",
 )
 

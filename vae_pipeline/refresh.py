@@ -15,6 +15,15 @@ from vae_pipeline.assets import ASSETS
 from vae_pipeline.assets.bundles import bundles
 from vae_pipeline.assets.dataset import dataset_rows, withheld_source
 from vae_pipeline.assets.episodes import episodes, episodes_source
+from vae_pipeline.assets.leaderboard import (
+    comparisons_source,
+    entrants,
+    entrants_source,
+    human_votes,
+    leaderboard,
+    leaderboard_source,
+    pairwise_judgments,
+)
 from vae_pipeline.assets.meta import (
     brief_bank,
     brief_bank_source,
@@ -48,6 +57,10 @@ def source_versions(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settin
         dataset_meta.key: lambda _: dataset_meta_source(project_meta),
         dataset_rows.key: lambda _: withheld_source(project_meta),
         review_site.key: lambda _: review_site_source(project_meta),
+        entrants.key: lambda _: entrants_source(runs_root, project_meta),
+        pairwise_judgments.key: lambda _: comparisons_source(runs_root, human=False),
+        human_votes.key: lambda _: comparisons_source(runs_root, human=True),
+        leaderboard.key: lambda _: leaderboard_source(project_meta),
     }
 
 

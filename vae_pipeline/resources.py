@@ -41,10 +41,13 @@ class RunsRoot(dg.ConfigurableResource):
 
 
 class ProjectMeta(dg.ConfigurableResource):
-    """The project's `meta/` folder: brief banks, brief schema, rubrics, allow and withheld lists."""
+    """The project's `meta/` folder: brief banks, brief schema, rubrics, allow and withheld lists,
+    `evaluation.json`; and the evaluation settings in force (rubric version, leaderboard bootstrap)."""
 
     path: str
     rubric_version: str = "latest"  # `latest`: the newest meta/rubric-v*.json
+    leaderboard_rounds: int = 1000  # bootstrap rounds of the leaderboard's intervals
+    leaderboard_seed: int = 0  # seed of the bootstrap draws: the same input gives the same intervals
 
     @property
     def root(self) -> Path:

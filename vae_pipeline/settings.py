@@ -29,6 +29,8 @@ DEFAULTS = {
     "VAE_HARNESS_USER": "",  # the harness machine's user name, for the scrub
     "VAE_MAX_UNPACKED_BYTES": str(4 * 1024**3),
     "VAE_HUB_REPO": "",  # ORG/NAME of the dataset repository (vae publish --repo)
+    "VAE_LEADERBOARD_ROUNDS": "1000",  # bootstrap rounds of the leaderboard's intervals
+    "VAE_LEADERBOARD_SEED": "0",  # seed of the leaderboard's bootstrap
     "VAE_HUB_ENDPOINT": "",  # the Hub's address; empty: the client's default (huggingface.co or HF_ENDPOINT)
 }
 

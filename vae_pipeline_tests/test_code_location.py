@@ -8,7 +8,8 @@ from vae_pipeline.definitions import defs
 
 PROJECT = Path(__file__).resolve().parent.parent
 LINEAGE = {"brief_bank", "rubric", "episodes", "renders", "verdicts", "labels", "bundles", "episode_table",
-           "dataset_rows", "dataset_episodes", "dataset_card", "dataset_meta", "hub_release", "review_site"}
+           "dataset_rows", "dataset_episodes", "dataset_card", "dataset_meta", "hub_release", "review_site",
+           "entrants", "pairwise_judgments", "human_votes", "leaderboard", "judge_agreement"}
 
 
 def test_workspace_loads_without_settings(tmp_path):
@@ -32,5 +33,5 @@ def test_definitions_hold_the_whole_graph():
     blocking = {key.name for key in defs.resolve_asset_graph().asset_check_keys
                 if defs.resolve_asset_graph().get_check_spec(key).blocking}
     assert blocking == {"no_invalid_episodes", "no_scrub_findings", "files_match_manifests",
-                        "delivered_videos_present", "rows_and_archives_agree",
-                        "jsonl_and_parquet_agree"}
+                        "delivered_videos_present", "rows_and_archives_agree", "jsonl_and_parquet_agree",
+                        "ranked_series_published", "no_bad_comparisons"}

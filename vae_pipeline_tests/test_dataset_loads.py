@@ -42,5 +42,9 @@ def test_duckdb_reads_both_files(dataset):
 def test_dataset_card_names_the_parquet_file_for_the_viewer(dataset):
     card = DatasetCard.load(dataset / "README.md")
     configs = card.data.to_dict()["configs"]
-    assert configs == [{"config_name": "default", "data_files": [{"split": "train", "path": "data/episodes.parquet"}]}]
+    assert configs == [
+        {"config_name": "default", "data_files": [{"split": "train", "path": "data/episodes.parquet"}]},
+        {"config_name": "leaderboard", "data_files": [{"split": "train", "path": "data/leaderboard.parquet"}]},
+        {"config_name": "judge_agreement", "data_files": [{"split": "train", "path": "data/judge_agreement.parquet"}]},
+    ]
     assert "| Episodes |" in card.text

@@ -5,24 +5,32 @@ from datetime import UTC, datetime
 import dagster as dg
 import polars as pl
 
+from vae_pipeline.assets.leaderboard import entrants, human_votes, pairwise_judgments
 from vae_pipeline.domain.card import render_card, stats_rows
+from vae_pipeline.domain.leaderboard_view import leaderboard_section
 from vae_pipeline.domain.files import write_atomic
 from vae_pipeline.freshness import content_version, record_metadata
 from vae_pipeline.resources import DatasetFolder
 
 
-@dg.asset(code_version="dataset_card-1", group_name="dataset", kinds={"markdown"})
+# entrants and the comparisons: the leaderboard's blocking checks on this asset read them
+@dg.asset(code_version="dataset_card-1", group_name="dataset", kinds={"markdown"},
+          deps=[entrants, pairwise_judgments, human_votes])
 def dataset_card(context: dg.AssetExecutionContext, dataset_folder: DatasetFolder,
-                 dataset_rows: pl.DataFrame, rubric: pl.DataFrame) -> dg.MaterializeResult:
-    """README.md with front matter (viewer config), the stats and family tables, and the refresh time."""
+                 dataset_rows: pl.DataFrame, rubric: pl.DataFrame, leaderboard: pl.DataFrame,
+                 judge_agreement: pl.DataFrame) -> dg.MaterializeResult:
+    """README.md with front matter (viewer configs), the stats and family tables, the leaderboard,
+    and the refresh time."""
     rows = dataset_rows.to_dicts()
     refreshed_at = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
     series = sorted({row["series"] for row in rows})
-    card = render_card(rows, refreshed_at=refreshed_at, rubric_version=rubric["version"][0], series=series)
+    board = leaderboard_section(leaderboard, judge_agreement)
+    card = render_card(rows, refreshed_at=refreshed_at, rubric_version=rubric["version"][0], series=series,
+                       leaderboard=board)
     write_atomic(dataset_folder.root / "README.md", card.encode())
     stats = "\n".join(f"| {name} | {value} |" for name, value in stats_rows(rows))
     return dg.MaterializeResult(
-        data_version=dg.DataVersion(content_version(stats, rubric["version"][0], series)),
+        data_version=dg.DataVersion(content_version(stats, rubric["version"][0], series, board)),
         metadata={"rows": len(rows), "refreshed_at": refreshed_at,
                   "stats": dg.MetadataValue.md("| | |\n|---|---|\n" + stats),
                   **record_metadata(context)},

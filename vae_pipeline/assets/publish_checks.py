@@ -3,8 +3,9 @@
 They are asset checks of their own (not part of an asset's step), so the `publish` job can run
 them against the current files without rebuilding anything, and a failure stops `hub_release`
 in the same run. They all check `dataset_episodes`, the last asset before the release, so that a
-failure during a refresh blocks nothing but the release. Each description names the episodes
-and files concerned and the way out.
+failure during a refresh blocks nothing but the release (the leaderboard's two checks sit on
+`dataset_card`, which re-renders whenever their inputs change). Each description names the
+episodes and files concerned and the way out.
 """
 
 import dagster as dg
@@ -18,6 +19,7 @@ from vae_pipeline.assets.dataset_episodes import (
     rows_vs_archives,
     video_in_place,
 )
+from vae_pipeline.assets.leaderboard import LEADERBOARD_CHECKS
 from vae_pipeline.domain.dataset_files import rows_files_disagree
 from vae_pipeline.resources import DatasetFolder, ProjectMeta
 from vae_pipeline.ui import markdown_table
@@ -106,4 +108,4 @@ def jsonl_and_parquet_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResul
 
 
 PUBLISH_CHECKS = [no_invalid_episodes, no_scrub_findings, files_match_manifests, delivered_videos_present,
-                  rows_and_archives_agree, jsonl_and_parquet_agree]
+                  rows_and_archives_agree, jsonl_and_parquet_agree, *LEADERBOARD_CHECKS]

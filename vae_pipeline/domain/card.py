@@ -70,13 +70,21 @@ configs:
   data_files:
   - split: train
     path: data/episodes.parquet
+- config_name: leaderboard
+  data_files:
+  - split: train
+    path: data/leaderboard.parquet
+- config_name: judge_agreement
+  data_files:
+  - split: train
+    path: data/judge_agreement.parquet
 ---
 """
 
 
 def render_card(rows: Sequence[dict], *, refreshed_at: str, rubric_version: str,
-                series: Sequence[str]) -> str:
-    """The whole README.md of the dataset."""
+                series: Sequence[str], leaderboard: str) -> str:
+    """The whole README.md of the dataset; `leaderboard` is the Leaderboard section's body."""
     return "\n".join([
         FRONT_MATTER,
         "# Video agent episodes",
@@ -97,6 +105,10 @@ def render_card(rows: Sequence[dict], *, refreshed_at: str, rubric_version: str,
         "",
         families_table(rows),
         "",
+        "## Leaderboard",
+        "",
+        leaderboard,
+        "",
         "## Files",
         "",
         "- `episodes.jsonl` and `data/episodes.parquet`: one row per episode, sorted by id.",
@@ -104,5 +116,6 @@ def render_card(rows: Sequence[dict], *, refreshed_at: str, rubric_version: str,
         "- `episodes/<date>/<id>.tar.zst`: the scrubbed, slimmed episode; `<id>.json` is its "
         "manifest with the sha256 of every file.",
         "- `meta/`: brief banks, brief schema, the rubric in force and its archive, the actor prompt.",
+        "- `data/leaderboard.parquet`, `data/judge_agreement.parquet` and `leaderboard.png`: the leaderboard.",
         "",
     ])

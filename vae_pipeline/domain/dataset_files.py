@@ -30,12 +30,14 @@ class ProducedFile:
     required: bool = True
 
 
-# A stage that writes a new file to the dataset folder registers it here, e.g. the leaderboard's
-# ProducedFile("data/leaderboard.parquet", "leaderboard"), ProducedFile("leaderboard.png", "leaderboard").
+# A stage that writes a new file to the dataset folder registers it here.
 PRODUCED_FILES: tuple[ProducedFile, ...] = (
     ProducedFile(ROWS_JSONL, "dataset_rows"),
     ProducedFile(ROWS_PARQUET, "dataset_rows"),
     ProducedFile("README.md", "dataset_card"),
+    ProducedFile("data/leaderboard.parquet", "leaderboard"),
+    ProducedFile("leaderboard.png", "leaderboard"),
+    ProducedFile("data/judge_agreement.parquet", "judge_agreement"),
 )
 
 

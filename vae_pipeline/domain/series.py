@@ -20,6 +20,7 @@ SERIES_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 EPISODE_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ARCHIVE_SUFFIX = ".tar.zst"
+COMPARISONS_DIR = "comparisons"  # a pairwise judge's batches (contract 4), not a series
 
 
 def is_series_id(name: str) -> bool:
@@ -82,7 +83,7 @@ def discover_series(runs_root: Path) -> tuple[list[Series], list[Skipped]]:
     found: list[Series] = []
     skipped: list[Skipped] = []
     for child in sorted(Path(runs_root).iterdir(), key=lambda p: p.name):
-        if not child.is_dir() or child.is_symlink():
+        if not child.is_dir() or child.is_symlink() or child.name == COMPARISONS_DIR:
             continue
         if not is_series_id(child.name):
             skipped.append(Skipped(child.name, "folder name is not a valid series id"))

@@ -30,6 +30,7 @@ from PIL import Image, ImageDraw
 from vae_pipeline.domain.rubric import AXES, Rubric, load_rubric, rubric_in_force
 from vae_pipeline.domain.sampler import sample_times
 from vae_pipeline.domain.video_facts import VideoAnalysis, analyse_video
+from vae_pipeline.sample.contest import ContestPlan, plan_contest
 from vae_pipeline.sample.planted import planted_values
 from vae_pipeline.sample.video import write_video
 
@@ -76,6 +77,7 @@ class EpisodePlan:
     host: dict | None = None
     drifted: bool = False  # judge.json's host.label deliberately differs from `host["label"]`
     stored_host_label: str | None = None  # judge.json's host.label; None without judge.json
+    scores: dict[str, int] | None = None  # the judge's scores, when planted (contest episodes)
 
 
 @dataclass
@@ -84,6 +86,7 @@ class SampleRun:
     series: dict[str, str]  # series id -> status
     episodes: list[EpisodePlan]
     drifted_ids: list[str] = field(default_factory=list)  # stored host label != the contract's
+    contest: ContestPlan | None = None  # several actor models and their comparisons (contest=True)
 
 
 def load_briefs(meta_dir: Path) -> list[dict]:
@@ -94,8 +97,9 @@ def load_briefs(meta_dir: Path) -> list[dict]:
 
 
 def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, seed: int = 0,
-             bad: bool = True, hd: bool = False, drifted: int = 2) -> SampleRun:
-    """Write `series` series of `episodes` good episodes each (the last series `running`).
+             bad: bool = True, hd: bool = False, drifted: int = 2, contest: bool = False) -> SampleRun:
+    """Write `series` series of `episodes` good episodes each (the last series `running`); with
+    `contest`, also several actor models' series on shared briefs and their comparisons.
 
     The first `drifted` judged good episodes of the first series store a host label that is not
     the one the contract gives (as a harness with a since-corrected gate would have stored)."""
@@ -134,7 +138,28 @@ def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, s
                                    archive=kind in _ARCHIVE_KINDS)
                 _write_episode(series_dir, plan, rng, rubric)
                 run.episodes.append(plan)
+    if contest:
+        _write_contest(run, briefs, rubric, first_sample=len(samples), first_day=21 + series, seed=seed,
+                       bad=bad, hd=hd)
     return run
+
+
+CONTEST_BRIEFS = 6
+
+
+def _write_contest(run: SampleRun, briefs: list[dict], rubric: Rubric, *, first_sample: int, first_day: int,
+                   seed: int, bad: bool, hd: bool) -> None:
+    """The contest series on briefs no other good episode uses, so the planted order is the only one."""
+    used = {plan.brief["brief_id"] for plan in run.episodes if plan.bad is None}
+    shared = [brief for brief in briefs if brief["brief_id"] not in used][:CONTEST_BRIEFS]
+    run.contest = plan_contest(shared, first_sample=first_sample, first_day=first_day, seed=seed, bad=bad)
+    run.contest.write(run.root)
+    rng = random.Random(f"contest-episodes-{seed}")
+    for entry in run.contest.episodes:
+        run.series[entry.series] = "completed"
+        plan = EpisodePlan(entry.series, entry.episode_id, entry.brief, hd=hd, scores=entry.scores)
+        _write_episode(run.root / entry.series, plan, rng, rubric)
+        run.episodes.append(plan)
 
 
 _ARCHIVE_KINDS = {"not_zstd", "truncated", "absolute_member", "dotdot_member", "link_member",
@@ -445,7 +470,7 @@ def _judge_files(brief: dict, plan: EpisodePlan, rng: random.Random, analysis: V
                  rubric: Rubric) -> dict[str, bytes]:
     """judge.json with a plausible answer, the host block the harness stored (the contract's label
     for the planted answer and video, or a drifted one), and the frames."""
-    scores = {axis: rng.randint(4, 9) for axis in AXES}
+    scores = dict(plan.scores) if plan.scores else {axis: rng.randint(4, 9) for axis in AXES}
     defects = []
     roll = rng.random()
     if roll < 0.2:

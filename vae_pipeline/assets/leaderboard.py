@@ -1,0 +1,274 @@
+"""The leaderboard (contract 4): who is ranked, the pairwise judgments and human votes, the
+ratings per source and axis, and the judge's agreement with people.
+
+These assets read the episodes, the judge's scores and the bundles (which decide what is
+published), never the labels: a rehost does not recompute them. A new series or a new
+comparisons batch does.
+"""
+
+import base64
+
+import dagster as dg
+import polars as pl
+
+from vae_pipeline.assets.dataset import join_stages, parquet_bytes, read_withheld, withheld_source
+from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.files import files_version, write_if_changed
+from vae_pipeline.domain.leaderboard import (
+    EVALUATION,
+    OVERALL,
+    Entrant,
+    bad_lines_frame,
+    combine_orders,
+    judge_agreement as agreement_table,
+    leaderboard as leaderboard_table,
+    ranked_series,
+    read_judgments,
+    read_votes,
+)
+from vae_pipeline.domain.leaderboard_view import axis_table, leaderboard_chart, rows_of
+from vae_pipeline.domain.rows import publishable
+from vae_pipeline.domain.rubric import AXES as SCORE_AXES
+from vae_pipeline.domain.series import COMPARISONS_DIR, discover_series, series_fingerprint
+from vae_pipeline.freshness import content_version, frame_version, record_metadata
+from vae_pipeline.resources import DatasetFolder, ProjectMeta, RunsRoot
+from vae_pipeline.ui import markdown_table
+
+HUMAN_DIR = "human"
+LEADERBOARD_FILE = "data/leaderboard.parquet"
+AGREEMENT_FILE = "data/judge_agreement.parquet"
+CHART_FILE = "leaderboard.png"
+
+ENTRANT_SCHEMA = {
+    "id": pl.String, "series": pl.String, "brief_id": pl.String, "model": pl.String, "ranked": pl.Boolean,
+    "harness_error": pl.Boolean, **{f"score_{axis}": pl.Int64 for axis in SCORE_AXES},
+}  # fmt: skip
+
+
+# ---------------------------------------------------------------- who is ranked
+
+
+def read_evaluation(project_meta: ProjectMeta) -> list[str] | None:
+    """The series `meta/evaluation.json` lists, or None when there is no such file (raises BadInput)."""
+    return ranked_series(project_meta.root / EVALUATION)
+
+
+def actor_models(runs_root: RunsRoot) -> dict[str, str | None]:
+    """Each series' `actor.model` from its series.json (None when it names none)."""
+    found, _ = discover_series(runs_root.root)
+    models = {}
+    for series in found:
+        actor = series.info.get("actor") or {}
+        models[series.series_id] = actor.get("model") if isinstance(actor.get("model"), str) else None
+    return models
+
+
+def entrants_source(runs_root: RunsRoot, project_meta: ProjectMeta) -> str:
+    """What `entrants` reads besides its inputs: withheld and evaluation lists, each series' model."""
+    return content_version(withheld_source(project_meta), files_version([project_meta.root / EVALUATION]),
+                           sorted(actor_models(runs_root).items()))
+
+
+@dg.asset(code_version="entrants-1", group_name="leaderboard", kinds={"polars"})
+def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
+             episodes: pl.DataFrame, verdicts: pl.DataFrame, bundles: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """Every published episode with its actor model, its judge's scores, and whether it is ranked
+    (its series is listed in `meta/evaluation.json`, or there is none; not a harness error)."""
+    try:
+        listed = read_evaluation(project_meta)
+    except BadInput as exc:
+        raise dg.Failure(description=f"meta/{exc}") from None
+    withheld_episodes, withheld_series = read_withheld(project_meta)
+    table = join_stages(episodes, verdicts, bundles)
+    published = publishable(table, withheld_episodes, withheld_series) if table.height else table
+    models = actor_models(runs_root)
+    unjudged = [pl.lit(None, pl.Int64).alias(f"answer_{axis}") for axis in SCORE_AXES
+                if f"answer_{axis}" not in published.columns]  # no stored verdict has rows
+    frame = pl.DataFrame(schema=ENTRANT_SCHEMA) if not published.height else published.with_columns(
+        *unjudged, model=pl.col("series").replace_strict(models, default=None, return_dtype=pl.String),
+    ).select(
+        "id", "series", "brief_id", "model",
+        ranked=(pl.col("series").is_in(listed) if listed is not None else pl.lit(True))
+        & ~pl.col("harness_error").fill_null(False) & pl.col("model").is_not_null(),
+        harness_error="harness_error",
+        **{f"score_{axis}": f"answer_{axis}" for axis in SCORE_AXES},
+    ).cast(ENTRANT_SCHEMA)
+    ranked = frame.filter("ranked")
+    # the listing is part of the version: a listed series that is not published changes no row, but
+    # must re-render the card so that its check `ranked_series_published` runs again
+    return dg.Output(frame, data_version=frame_version(frame, listed), metadata={
+        "published": frame.height,
+        "ranked": ranked.height,
+        "models": dg.MetadataValue.json(dict(sorted(ranked.group_by("model").len().iter_rows()))),
+        "ranked_series": dg.MetadataValue.json(sorted(set(ranked["series"]))),
+        **record_metadata(context, entrants_source(runs_root, project_meta)),
+    })
+
+
+def entrant_map(frame: pl.DataFrame) -> dict[str, Entrant]:
+    return {row["id"]: Entrant(row["brief_id"], row["model"], row["ranked"]) for row in frame.iter_rows(named=True)}
+
+
+# ---------------------------------------------------------------- comparisons
+
+
+def comparison_files(runs_root: RunsRoot, human: bool) -> list[tuple[str, str]]:
+    """(name under comparisons/, text) of the judge's batches or of the human votes, sorted."""
+    folder = runs_root.root / COMPARISONS_DIR / (HUMAN_DIR if human else "")
+    paths = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    prefix = f"{HUMAN_DIR}/" if human else ""
+    return [(prefix + path.name, path.read_text(encoding="utf-8", errors="replace")) for path in paths]
+
+
+def comparisons_source(runs_root: RunsRoot, human: bool) -> str:
+    """Names, sizes and mtimes of the batches (or of the human votes)."""
+    folder = runs_root.root / COMPARISONS_DIR / (HUMAN_DIR if human else "")
+    if not folder.is_dir():
+        return "absent"
+    return content_version(series_fingerprint(folder) if human else
+                           [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.jsonl"))])
+
+
+def _with_bad_lines(valid: pl.DataFrame, bad: list) -> pl.DataFrame:
+    """Valid rows and bad lines in one table; a bad line has its `reason` and nothing else."""
+    return pl.concat([valid.with_columns(reason=pl.lit(None, pl.String)), bad_lines_frame(bad)],
+                     how="diagonal_relaxed").sort("file", "line", nulls_last=True)
+
+
+def _report_bad(context: dg.AssetExecutionContext, bad: list) -> None:
+    for line in bad:
+        context.log.warning(f"comparisons/{line.file}:{line.line}: {line.reason} (line skipped)")
+
+
+@dg.asset(code_version="pairwise_judgments-1", group_name="leaderboard", kinds={"polars"})
+def pairwise_judgments(context: dg.AssetExecutionContext, runs_root: RunsRoot,
+                       entrants: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """The pairwise judge's lines from `comparisons/*.jsonl`, one row per line and axis; a bad line
+    is a row with its file, line and reason, and takes no further part."""
+    judgments, bad = read_judgments(comparison_files(runs_root, human=False), entrant_map(entrants))
+    _report_bad(context, bad)
+    frame = _with_bad_lines(judgments, bad)
+    return dg.Output(frame, data_version=frame_version(frame), metadata={
+        "lines": judgments.select("file", "line").n_unique() if judgments.height else 0,
+        "judgments": judgments.height,
+        "bad_lines": len(bad),
+        "bad_preview": markdown_table(bad_lines_frame(bad), ("file", "line", "reason")),
+        **record_metadata(context, comparisons_source(runs_root, human=False)),
+    })
+
+
+@dg.asset(code_version="human_votes-1", group_name="leaderboard", kinds={"polars"})
+def human_votes(context: dg.AssetExecutionContext, runs_root: RunsRoot,
+                entrants: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """People's votes from `comparisons/human/*.jsonl`, one row per line (bad lines as in
+    `pairwise_judgments`)."""
+    votes, bad = read_votes(comparison_files(runs_root, human=True), entrant_map(entrants))
+    _report_bad(context, bad)
+    frame = _with_bad_lines(votes, bad)
+    return dg.Output(frame, data_version=frame_version(frame), metadata={
+        "lines": votes.height, "bad_lines": len(bad),
+        "bad_preview": markdown_table(bad_lines_frame(bad), ("file", "line", "reason")),
+        **record_metadata(context, comparisons_source(runs_root, human=True)),
+    })
+
+
+def valid_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.filter(pl.col("reason").is_null()).drop("reason")
+
+
+# ---------------------------------------------------------------- ratings and agreement
+
+
+def leaderboard_source(project_meta: ProjectMeta) -> str:
+    return content_version(project_meta.leaderboard_rounds, project_meta.leaderboard_seed)
+
+
+def overall_markdown(table: pl.DataFrame) -> str:
+    parts = []
+    for source in ("scores", "pairwise"):
+        rows = rows_of(table, source, OVERALL)
+        if rows:
+            parts += [f"**{source} · overall**", "", axis_table(rows), ""]
+    return "\n".join(parts) or "no leaderboard: fewer than two actor models on shared briefs"
+
+
+@dg.asset(code_version="leaderboard-1", group_name="leaderboard", kinds={"parquet"})
+def leaderboard(context: dg.AssetExecutionContext, project_meta: ProjectMeta, dataset_folder: DatasetFolder,
+                entrants: pl.DataFrame, pairwise_judgments: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """Bradley–Terry ratings per source (`scores`, `pairwise`), axis and `overall`, with bootstrap
+    intervals and ranks: `data/leaderboard.parquet` and the chart `leaderboard.png`."""
+    ranked = entrants.filter("ranked") if entrants.height else entrants
+    combined = combine_orders(valid_rows(pairwise_judgments))
+    table = leaderboard_table(ranked, combined, rounds=project_meta.leaderboard_rounds,
+                              seed=project_meta.leaderboard_seed)
+    root = dataset_folder.root
+    write_if_changed(root / LEADERBOARD_FILE, parquet_bytes(table))
+    chart = leaderboard_chart(table)
+    write_if_changed(root / CHART_FILE, chart)
+    image = f"![leaderboard](data:image/png;base64,{base64.b64encode(chart).decode()})"
+    return dg.Output(table, data_version=frame_version(table), metadata={
+        "models": table["model"].n_unique() if table.height else 0,
+        "rows": table.height,
+        "overall": dg.MetadataValue.md(overall_markdown(table)),
+        "chart": dg.MetadataValue.md(image),
+        "rounds": project_meta.leaderboard_rounds, "seed": project_meta.leaderboard_seed,
+        "parquet": dg.MetadataValue.path(str(root / LEADERBOARD_FILE)),
+        **record_metadata(context, leaderboard_source(project_meta)),
+    })
+
+
+@dg.asset(code_version="judge_agreement-1", group_name="leaderboard", kinds={"parquet"})
+def judge_agreement(context: dg.AssetExecutionContext, dataset_folder: DatasetFolder,
+                    pairwise_judgments: pl.DataFrame, human_votes: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """How far the pairwise judge agrees with people, by confidence bucket; its order consistency
+    and position bias: `data/judge_agreement.parquet`."""
+    judgments = valid_rows(pairwise_judgments)
+    table = agreement_table(judgments, combine_orders(judgments), valid_rows(human_votes))
+    write_if_changed(dataset_folder.root / AGREEMENT_FILE, parquet_bytes(table))
+    return dg.Output(table, data_version=frame_version(table), metadata={
+        "vote_lines": int(table.filter(pl.col("bucket") == "all")["lines"].sum() or 0),
+        "table": markdown_table(table, ("axis", "bucket", "lines", "agreement", "order_consistency",
+                                        "position_bias"), limit=40),
+        **record_metadata(context),
+    })
+
+
+# ---------------------------------------------------------------- blocking checks
+# On `dataset_card`, which the release depends on and which re-renders whenever these inputs
+# change, so a refresh re-runs them and a failure blocks nothing but the release.
+
+
+@dg.asset_check(asset=dg.AssetKey("dataset_card"), additional_ins={"entrants": dg.AssetIn("entrants")},
+                blocking=True, description="Every series meta/evaluation.json ranks is published")
+def ranked_series_published(project_meta: ProjectMeta, entrants: pl.DataFrame) -> dg.AssetCheckResult:
+    try:
+        listed = read_evaluation(project_meta) or []
+    except BadInput as exc:
+        return dg.AssetCheckResult(passed=False, description=f"meta/{exc}. Fix meta/evaluation.json.")
+    published = set(entrants["series"])
+    missing = [series for series in listed if series not in published]
+    return dg.AssetCheckResult(
+        passed=not missing,
+        description="every ranked series is published" if not missing else
+        f"meta/{EVALUATION} ranks series the dataset does not publish: {', '.join(missing)}. Complete or "
+        f"un-withhold the series, or remove it from meta/{EVALUATION}.",
+        metadata={"listed": len(listed), "not_published": len(missing)})
+
+
+@dg.asset_check(asset=dg.AssetKey("dataset_card"), blocking=True,
+                additional_ins={"pairwise_judgments": dg.AssetIn("pairwise_judgments"),
+                                "human_votes": dg.AssetIn("human_votes")},
+                description="Every line of comparisons/ (judge batches and human votes) is valid")
+def no_bad_comparisons(pairwise_judgments: pl.DataFrame, human_votes: pl.DataFrame) -> dg.AssetCheckResult:
+    bad = pl.concat([frame.filter(pl.col("reason").is_not_null()).select("file", "line", "reason")
+                     for frame in (pairwise_judgments, human_votes)]).unique().sort("file", "line")
+    problems = [f"comparisons/{r['file']}:{r['line']} {r['reason']}" for r in bad.iter_rows(named=True)]
+    shown = "; ".join(problems[:25]) + (f"; and {len(problems) - 25} more" if len(problems) > 25 else "")
+    return dg.AssetCheckResult(
+        passed=not problems,
+        description="every comparisons line is valid" if not problems else
+        f"{len(problems)} bad comparisons line(s), skipped by the leaderboard: {shown}. Fix or remove the lines.",
+        metadata={"bad_lines": len(problems), "lines": markdown_table(bad, ("file", "line", "reason"))})
+
+
+LEADERBOARD_CHECKS = [ranked_series_published, no_bad_comparisons]

@@ -1,0 +1,139 @@
+"""The leaderboard as people read it: Markdown tables (card, UI, terminal) and the chart."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: files only
+import matplotlib.pyplot as plt  # noqa: E402
+import polars as pl  # noqa: E402
+
+from vae_pipeline.domain.leaderboard import BUCKETS, OVERALL, PAIRWISE_AXES, SOURCES  # noqa: E402
+from vae_pipeline.domain.rubric import AXES as SCORE_AXES  # noqa: E402
+
+AXES_OF = {"scores": (*SCORE_AXES, OVERALL), "pairwise": (*PAIRWISE_AXES, OVERALL)}
+
+
+def _rank(rank: int | None, shared: bool) -> str:
+    if rank is None:
+        return "–"
+    return f"={rank}" if shared else str(rank)
+
+
+def axis_table(rows: Sequence[dict]) -> str:
+    """rank, model, rating (integer), interval `lo–hi`, battles; a shared rank reads `=2`."""
+    ranks = [row["rank"] for row in rows]
+    lines = ["| rank | model | rating | interval | battles |", "|---|---|---|---|---|"]
+    for row in rows:
+        rating = "–" if row["rating"] is None else f"{row['rating']:.0f}"
+        interval = "–" if row["lo"] is None else f"{row['lo']:.0f}–{row['hi']:.0f}"
+        lines.append(f"| {_rank(row['rank'], ranks.count(row['rank']) > 1)} | {row['model']} | {rating} | "
+                     f"{interval} | {row['battles']:,} |")
+    notes = sorted({row["note"] for row in rows if row["note"]})
+    return "\n".join(lines + ([""] + [f"_{note}_" for note in notes] if notes else []))
+
+
+def text_table(rows: Sequence[dict]) -> str:
+    """The same columns as `axis_table`, aligned for a terminal."""
+    ranks = [row["rank"] for row in rows]
+    cells = [("rank", "model", "rating", "interval", "battles")] + [(
+        _rank(row["rank"], ranks.count(row["rank"]) > 1), row["model"],
+        "–" if row["rating"] is None else f"{row['rating']:.0f}",
+        "–" if row["lo"] is None else f"{row['lo']:.0f}–{row['hi']:.0f}", f"{row['battles']:,}") for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(5)]
+    lines = ["  ".join(c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
+             for line in cells]
+    notes = sorted({row["note"] for row in rows if row["note"]})
+    return "\n".join(lines + notes)
+
+
+def axes_in(table: pl.DataFrame, source: str) -> list[str]:
+    present = set(table.filter(pl.col("source") == source)["axis"])
+    return [axis for axis in AXES_OF[source] if axis in present]
+
+
+def rows_of(table: pl.DataFrame, source: str, axis: str) -> list[dict]:
+    return table.filter((pl.col("source") == source) & (pl.col("axis") == axis)).to_dicts()
+
+
+def agreement_table(agreement: pl.DataFrame) -> str:
+    lines = ["| axis | confidence | lines | agreement | order consistency | position bias |",
+             "|---|---|---|---|---|---|"]
+    for row in agreement.iter_rows(named=True):
+        lines.append(f"| {row['axis']} | {row['bucket']} | {row['lines']:,} | {_share(row['agreement'])} | "
+                     f"{_share(row['order_consistency'])} | {_signed(row['position_bias'])} |")
+    return "\n".join(lines)
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.0f} %"
+
+
+def _signed(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.3f}"
+
+
+def leaderboard_section(table: pl.DataFrame, agreement: pl.DataFrame) -> str:
+    """The card's `## Leaderboard` section (without its heading)."""
+    if not table.height:
+        return ("No leaderboard yet: it needs at least two actor models (series.json `actor.model`) "
+                "judged on the same briefs.")
+    parts = ["Actor models ranked by Bradley–Terry ratings on the Elo scale (mean 1000; 400 points is "
+             "10 : 1 odds) with 95 % bootstrap intervals over briefs; models whose intervals overlap share a "
+             "rank (`=2`). Source `scores`: the judge's scores of two episodes of the same brief; source "
+             "`pairwise`: a pairwise judge's preferences, both orders combined. Tables: "
+             "`data/leaderboard.parquet` (config `leaderboard`), `data/judge_agreement.parquet` "
+             "(config `judge_agreement`).", "", "![Ratings with their intervals, one panel per axis](leaderboard.png)"]
+    for source in SOURCES:
+        for axis in axes_in(table, source):
+            parts += ["", f"### {source} · {axis}", "", axis_table(rows_of(table, source, axis))]
+    if agreement.height:
+        parts += ["", "### Pairwise judge vs people", "",
+                  "Share of human-vote lines where the judge picks the side people preferred, by the judge's "
+                  f"confidence |p − 0.5| ({', '.join(BUCKETS)}); order consistency: pairs judged in both orders "
+                  "that pick the same winner both times; position bias: mean p_first − 0.5.", "",
+                  agreement_table(agreement)]
+    return "\n".join(parts)
+
+
+def leaderboard_chart(table: pl.DataFrame) -> bytes:
+    """PNG: one panel per source and axis, each model's rating as a dot with its interval as a bar."""
+    panels = [(source, axis) for source in SOURCES for axis in axes_in(table, source)]
+    columns = max((len(axes_in(table, s)) for s in SOURCES), default=1) or 1
+    sources = [s for s in SOURCES if axes_in(table, s)] or ["scores"]
+    figure, grid = plt.subplots(len(sources), columns, figsize=(2.6 * columns, 0.45 * _models(table) + 2.2 * len(sources)),
+                                squeeze=False, sharex=False)
+    for ax in grid.flat:
+        ax.set_visible(False)
+    for source_index, source in enumerate(sources):
+        for axis_index, axis in enumerate(axes_in(table, source)):
+            ax = grid[source_index][axis_index]
+            ax.set_visible(True)
+            rows = [r for r in rows_of(table, source, axis) if r["rating"] is not None]
+            rows.sort(key=lambda r: r["rating"])
+            ys = range(len(rows))
+            lower = [r["rating"] - (r["lo"] if r["lo"] is not None else r["rating"]) for r in rows]
+            upper = [(r["hi"] if r["hi"] is not None else r["rating"]) - r["rating"] for r in rows]
+            ax.errorbar([r["rating"] for r in rows], list(ys), xerr=[lower, upper], fmt="o", color="#1f4e79",
+                        ecolor="#7fa7cf", elinewidth=3, capsize=0)
+            ax.set_yticks(list(ys), [r["model"] for r in rows], fontsize=7)
+            ax.axvline(1000, color="#bbbbbb", linewidth=0.8, zorder=0)
+            ax.set_title(f"{source} · {axis}", fontsize=8)
+            ax.tick_params(axis="x", labelsize=7)
+            if not rows:
+                ax.text(0.5, 0.5, "no rating", transform=ax.transAxes, ha="center", fontsize=7)
+    if not panels:
+        grid[0][0].set_visible(True)
+        grid[0][0].text(0.5, 0.5, "no leaderboard yet", ha="center")
+    figure.tight_layout()
+    out = io.BytesIO()
+    figure.savefig(out, format="png", dpi=110, metadata={"Software": None})
+    plt.close(figure)
+    return out.getvalue()
+
+
+def _models(table: pl.DataFrame) -> int:
+    return table["model"].n_unique() if table.height else 1

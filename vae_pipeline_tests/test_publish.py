@@ -354,14 +354,17 @@ def test_the_standin_rejects_what_the_hub_would(hub):
 
 def pipeline_folder(root: Path, ids: list[str]) -> dict[str, bytes]:
     """A dataset folder laid out as the pipeline writes it: rows (JSON lines and Parquet from one
-    frame), card, a meta file, and each row's video, archive and manifest. Returns its files."""
+    frame), card, leaderboard files, a meta file, and each row's video, archive and manifest.
+    Returns its files."""
     import polars as pl
 
     rng = random.Random(3)
     rows = pl.DataFrame([{"id": i, "video": f"videos/{i}.mp4", "archive": f"episodes/2025-01-02/{i}.tar.zst"}
                          for i in ids])
     files = {"README.md": b"# card\n", "episodes.jsonl": rows.write_ndjson().encode(),
-             "meta/brief.schema.json": b"{}\n"}
+             "meta/brief.schema.json": b"{}\n", "leaderboard.png": b"\x89PNG\r\n\x1a\n" + rng.randbytes(64),
+             "data/leaderboard.parquet": b"PAR1" + rng.randbytes(64) + b"PAR1",
+             "data/judge_agreement.parquet": b"PAR1" + rng.randbytes(64) + b"PAR1"}
     parquet = root / "data" / "episodes.parquet"
     parquet.parent.mkdir(parents=True, exist_ok=True)
     rows.write_parquet(parquet)

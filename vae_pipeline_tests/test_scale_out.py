@@ -26,7 +26,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:Task name 'execute_plan' is alre
 BIN = Path(sys.executable).parent
 PARTITIONED = {"episodes", "renders", "verdicts", "labels", "bundles"}  # README's asset table
 UNPARTITIONED = {"brief_bank", "rubric", "dataset_meta", "episode_table", "dataset_rows", "dataset_episodes",
-                 "dataset_card", "review_site"}  # hub_release only in the publish job
+                 "dataset_card", "review_site", "entrants", "pairwise_judgments", "human_votes", "leaderboard",
+                 "judge_agreement"}  # hub_release only in the publish job
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,7 @@ source resolves, the videos play with the measured duration, the timeline seeks,
 appears, the index names the failing blocking checks, and `vae review --serve` serves the same.
 
 One build for the whole module: the sample runs, with credentials and a home path planted in one
-brief (the site shows the brief, scrubbed) and a small leaderboard planted in the dataset folder
-(the index shows it when it is there).
+brief (the site shows the brief, scrubbed); the index shows the leaderboard the build wrote.
 """
 
 from __future__ import annotations
@@ -37,15 +36,7 @@ FRAME = 1 / FPS
 NO_VIDEO = ("no_video", "harness_403", "undecodable")
 # the sample plants bad episodes in a completed series and an e-mail and IP in every transcript
 FAILING_CHECKS = {"no_invalid_episodes", "no_scrub_findings"}
-PLANTED_MODEL = "claude-opus-5.5"
-LEADERBOARD_ROWS = [  # contract 4's columns, values made up for the page
-    {"source": "scores", "axis": "overall", "model": PLANTED_MODEL, "rating": 1012.4, "lo": 990.1, "hi": 1031.9,
-     "rank": 1, "battles": 40, "briefs": 8, "wins": 20, "losses": 15, "ties": 5, "vs_reference": None,
-     "rounds_kept": 1000, "note": None},
-    {"source": "scores", "axis": "overall", "model": "rival-model-2", "rating": 987.6, "lo": 968.0, "hi": 1010.2,
-     "rank": 1, "battles": 40, "briefs": 8, "wins": 15, "losses": 20, "ties": 5, "vs_reference": None,
-     "rounds_kept": 1000, "note": None},
-]
+PLANTED_MODEL = "claude-opus-5.5"  # the sample generator's series.json actor.model
 
 
 def plant_in_brief(runs: Path, sample: SampleRun) -> tuple[str, dict[str, str]]:
@@ -62,14 +53,6 @@ def plant_in_brief(runs: Path, sample: SampleRun) -> tuple[str, dict[str, str]]:
     return plan.episode_id, values
 
 
-def plant_leaderboard(dataset: Path) -> None:
-    (dataset / "data").mkdir(parents=True, exist_ok=True)
-    pl.DataFrame(LEADERBOARD_ROWS).write_parquet(dataset / "data" / "leaderboard.parquet")
-    chart = io.BytesIO()
-    Image.new("RGB", (120, 60), (30, 90, 160)).save(chart, "PNG")
-    (dataset / "leaderboard.png").write_bytes(chart.getvalue())
-
-
 @pytest.fixture(scope="module")
 def site(sample_runs, tmp_path_factory):
     root = tmp_path_factory.mktemp("review")
@@ -77,10 +60,9 @@ def site(sample_runs, tmp_path_factory):
         paths = isolate(root, monkeypatch)
         runs = copy_runs(sample_runs, root / "runs")
         planted_episode, planted = plant_in_brief(runs, sample_runs)
-        plant_leaderboard(paths["dataset"])
         build(runs, paths["dataset"])
         table = pl.read_parquet(paths["home"] / "tables" / "episode_table" / "table.parquet")
-        yield {"home": paths["home"], "root": paths["home"] / "review", "table": table,
+        yield {"home": paths["home"], "root": paths["home"] / "review", "table": table, "dataset": paths["dataset"],
                "rows": {r["id"]: r for r in table.iter_rows(named=True)},
                "planted_episode": planted_episode, "planted": planted}
 
@@ -208,8 +190,12 @@ def test_index_names_the_failing_blocking_checks_and_the_leaderboard(site, sampl
             assert all(check in text for check in FAILING_CHECKS), text
         else:
             assert "only completed series are published" in text
-    assert page.locator("#leaderboard img.chart").evaluate("i => i.naturalWidth") == 120
-    assert PLANTED_MODEL in page.inner_text("#leaderboard")
+    with Image.open(site["dataset"] / "leaderboard.png") as chart:  # the file the build wrote, shown whole
+        assert page.locator("#leaderboard img.chart").evaluate("i => [i.naturalWidth, i.naturalHeight]") == list(chart.size)
+    # one actor model, no comparisons: no rating to show, the agreement table has a row per axis and bucket
+    shown = page.inner_text("#leaderboard")
+    assert "Judge agreement with people" in shown and PLANTED_MODEL not in shown
+    assert all(f"{axis}\tall\t0" in shown for axis in ("engagement", "prompt_intent", "composition", "temporal", "craft"))
 
 
 def test_series_page_filters_by_label_and_lists_invalid_episodes(site, sample_runs, page):

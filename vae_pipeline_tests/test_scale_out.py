@@ -32,8 +32,9 @@ UNPARTITIONED = {"brief_bank", "rubric", "dataset_meta", "episode_table", "datas
 
 @pytest.fixture(scope="module")
 def small_runs(tmp_path_factory):
-    """Two series of one good episode: the engines, not the data, are under test."""
-    return generate(tmp_path_factory.mktemp("runs"), META, series=2, episodes=1, seed=23, bad=False)
+    """Two series of one good episode: the engines, not the data, are under test. No stored host
+    label drifts, so no label is rehosted at build time and two builds write the same bytes."""
+    return generate(tmp_path_factory.mktemp("runs"), META, series=2, episodes=1, seed=23, bad=False, drifted=0)
 
 
 def expected_materializations(series) -> set[tuple[str, str | None]]:

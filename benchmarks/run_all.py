@@ -1,11 +1,12 @@
 """Run every benchmark in one process, with modest sizes, and print each one's ratios at the end.
 
-    python benchmarks/run_all.py [--only facts,scrub,parse,rehost] [--full]
+    python benchmarks/run_all.py [--only facts,scrub,parse,rehost,memory] [--full]
 
   facts   bench_facts.py   video facts vs ffmpeg blackdetect+freezedetect and decode-only
   scrub   bench_scrub.py   scrub vs detect-secrets; bundle step vs tar + zstd
   parse   bench_parse.py   the `episodes` stage vs tar --zstd -xf + json.loads
   rehost  bench_rehost.py  a rehost of every label vs a full build (goal <= 5 %), HD clips
+  memory  bench_memory.py  peak RSS packing a ~2 GB episode (goal < 400 MB) vs tar + zstd
 
 The sizes below keep the whole run under ~10 minutes on a 2-core machine; --full runs each
 benchmark with its own defaults instead. An external tool that is missing (ffmpeg, zstd,
@@ -48,6 +49,7 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "rehost": ("bench_rehost", ["--series", "3", "--episodes", "8", "--hd"],
                [r"^cpus: ", r"^best of \d+: ", r"rehost ratio", r"^  (full build|rehost to|rehost back|no-op build)",
                 r"^    steps: ", r"^(ok|FAIL): ", r"WARNING failed run"]),
+    "memory": ("bench_memory", [], [r"^episode: ", r"^bundle peak RSS", r"^tar -I", r"peak RSS ratio", r"not installed"]),
 }
 
 

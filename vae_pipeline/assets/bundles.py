@@ -7,7 +7,6 @@ import polars as pl
 
 from vae_pipeline.domain.bundle import build_bundle
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.files import write_atomic
 from vae_pipeline.domain.scrub import ScrubConfig
 from vae_pipeline.freshness import frame_version, record_metadata
 from vae_pipeline.partitions import series_partitions
@@ -17,6 +16,8 @@ from vae_pipeline.ui import markdown_table
 
 FINDING = pl.Struct({"file": pl.String, "line": pl.Int64, "kind": pl.String, "value_sha256": pl.String,
                      "allowed": pl.Boolean})
+# slimmed images by content, shared by every build (an image is encoded once ever)
+IMAGE_CACHE_DIR = "image-cache"
 BUNDLES_SCHEMA = {
     "id": pl.String, "bundle_error": pl.String, "archive": pl.String, "archive_sha256": pl.String,
     "archive_size": pl.Int64, "staged_archive": pl.String, "redacted_keys": pl.Int64,
@@ -27,19 +28,18 @@ BUNDLES_SCHEMA = {
 def bundle_episode(runs_root: RunsRoot, warehouse: Warehouse, row: dict, config: ScrubConfig) -> dict:
     out = dict.fromkeys(BUNDLES_SCHEMA)
     out["id"] = row["id"]
+    staged = warehouse.root / "bundles" / row["series"] / f"{row['id']}.tar.zst"
     try:
-        files = runs_root.read_files(row, lambda _: True)
-        bundle = build_bundle(files.data, config=config)
+        bundle = build_bundle(runs_root.members(row), staged, config=config,
+                              image_cache=warehouse.root / IMAGE_CACHE_DIR)
     except BadInput as exc:
         out["bundle_error"] = str(exc)
         return out
-    staged = warehouse.root / "bundles" / row["series"] / f"{row['id']}.tar.zst"
-    write_atomic(staged, bundle.archive)
     parts = {"files": bundle.files, "excluded": bundle.excluded, "vendor_files": bundle.vendor_files,
              "redacted_keys": bundle.redacted_keys, "scrub": bundle.scrub, "slimmed": bundle.slimmed}
     findings = bundle.scrub["findings"]
     out.update(archive=f"episodes/{row['date']}/{row['id']}.tar.zst", archive_sha256=bundle.archive_sha256,
-               archive_size=len(bundle.archive), staged_archive=staged.relative_to(warehouse.root).as_posix(),
+               archive_size=bundle.archive_size, staged_archive=staged.relative_to(warehouse.root).as_posix(),
                redacted_keys=bundle.redacted_keys, findings=findings,
                blocking_findings=sum(1 for f in findings if not f["allowed"]),
                bundle_parts=json.dumps(parts, sort_keys=True))

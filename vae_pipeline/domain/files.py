@@ -6,17 +6,24 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
+
+CHUNK = 1 << 20
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write through a temp file in the same folder, fsync it, rename: readers never see half."""
+@contextmanager
+def atomic_writer(path: Path) -> Iterator[BinaryIO]:
+    """A file to write `path` through: a temp file in the same folder, fsynced and renamed into
+    place when the block ends, removed if it raises; readers never see half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -28,6 +35,12 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through `atomic_writer`."""
+    with atomic_writer(path) as handle:
+        handle.write(data)
 
 
 def write_if_changed(path: Path, data: bytes) -> bool:
@@ -51,12 +64,18 @@ def link_or_copy(source: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
+def sha256_stream(handle: BinaryIO) -> tuple[int, str]:
+    """(bytes read, sha256) of a stream, read in 1 MiB chunks."""
+    digest, total = hashlib.sha256(), 0
+    for chunk in iter(lambda: handle.read(CHUNK), b""):
+        digest.update(chunk)
+        total += len(chunk)
+    return total, digest.hexdigest()
+
+
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with Path(path).open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return sha256_stream(fh)[1]
 
 
 def files_version(paths: list[Path]) -> str:

@@ -15,9 +15,12 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
+import PIL
 from PIL import Image, UnidentifiedImageError
+
+from vae_pipeline.domain.files import write_atomic
 
 WEBP_QUALITY = 70
 IMAGE_DIR = "images"
@@ -60,9 +63,14 @@ class SlimResult:
 
 @dataclass
 class ImageStore:
-    """The episode's images by path; one file per distinct decoded image, however often seen."""
+    """The episode's images by path; one file per distinct decoded image, however often seen.
+
+    With a `cache` folder (shared by every build), an image is encoded once ever: the result is
+    kept under the sha256 of the decoded bytes, the media type and the encoder's settings.
+    """
 
     files: dict[str, bytes] = field(default_factory=dict)
+    cache: Path | None = None
     _by_sha: dict[str, tuple[str, str]] = field(default_factory=dict)
     _by_text: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
@@ -81,11 +89,37 @@ class ImageStore:
         """Store decoded image bytes once; return (path, mimeType) of the stored file."""
         digest = hashlib.sha256(raw).hexdigest()
         if digest not in self._by_sha:
-            data, mime, ext = _smallest(raw, media_type)
+            data, mime, ext = self._smallest(raw, digest, media_type)
             path = f"{IMAGE_DIR}/{digest}.{ext}"
             self.files[path] = data
             self._by_sha[digest] = (path, mime)
         return self._by_sha[digest]
+
+    def _smallest(self, raw: bytes, digest: str, media_type: str) -> tuple[bytes, str, str]:
+        """`_smallest`, through the cache: an entry is `mime ext sha256-of-data` on one line,
+        then the data; one that does not check out (a torn write) is encoded again."""
+        if self.cache is None:
+            return _smallest(raw, media_type)
+        settings = f"{media_type.lower()}\0webp-q{WEBP_QUALITY}\0pillow-{PIL.__version__}\0{digest}"
+        key = hashlib.sha256(settings.encode()).hexdigest()
+        entry = self.cache / key[:2] / key
+        cached = _cache_entry(entry)
+        if cached is not None:
+            return cached
+        data, mime, ext = _smallest(raw, media_type)
+        write_atomic(entry, f"{mime} {ext} {hashlib.sha256(data).hexdigest()}\n".encode() + data)
+        return data, mime, ext
+
+
+def _cache_entry(entry: Path) -> tuple[bytes, str, str] | None:
+    if not entry.is_file():
+        return None
+    head, _, data = entry.read_bytes().partition(b"\n")
+    try:
+        mime, ext, data_sha = head.decode().split(" ")
+    except ValueError:
+        return None
+    return (data, mime, ext) if hashlib.sha256(data).hexdigest() == data_sha else None
 
 
 def _smallest(raw: bytes, media_type: str) -> tuple[bytes, str, str]:

@@ -1,9 +1,11 @@
 """Run every benchmark in one process, with modest sizes, and print each one's ratios at the end.
 
-    python benchmarks/run_all.py [--only facts,scrub,parse,rehost,memory] [--full]
+    python benchmarks/run_all.py [--only facts,scrub,bundles,parse,rehost,memory] [--full]
 
   facts   bench_facts.py   video facts vs ffmpeg blackdetect+freezedetect and decode-only
-  scrub   bench_scrub.py   scrub vs detect-secrets; bundle step vs tar + zstd
+  scrub   bench_scrub.py   scrub vs detect-secrets
+  bundles bench_bundles.py the `bundles` step on 12 delivery-size episodes vs detect-secrets
+                           and vs tar + zstd at the archives' level and window, cores at once
   parse   bench_parse.py   the `episodes` stage vs tar --zstd -xf + json.loads
   rehost  bench_rehost.py  a rehost of every label vs a full build (goal <= 5 %), HD clips
   memory  bench_memory.py  peak RSS packing a ~2 GB episode (goal < 400 MB) vs tar + zstd
@@ -41,7 +43,10 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
               [r"^all clips: ", r"^analyse_many ", r"^ours only", r"^ffmpeg not found"]),
     "scrub": ("bench_scrub", ["--mb", "50", "--ds-mb", "2"],
               [r"^scrub: ", r"^detect-secrets: ", r"planted kinds caught", r"scrub / detect-secrets",
-               r"bundle/tar time ratio", r"^bundle step: ", r"not installed"]),
+               r"not installed"]),
+    "bundles": ("bench_bundles", ["--episodes", "12", "--ds-mb", "5"],
+                [r"^cpus: ", r"^bundles, ", r"planted kinds caught", r"^detect-secrets 1", r"throughput: ",
+                 r"^tar -I", r"bundles/tar time ratio", r"one episode at a time", r"not installed"]),
     "parse": ("bench_parse", ["--series", "3", "--episodes", "31", "--repeat", "3", "--big-mb", "20"],
               [r"^input: ", r"^parse( \(big transcripts\))?: ", r"parse ratio", r"naive comparison skipped",
                r"^  all "]),
@@ -107,13 +112,11 @@ def facts_without_ffmpeg(module, argv: list[str]) -> int:
 def scrub_without_detect_secrets(module, argv: list[str]) -> int:
     """bench_scrub.main() with the detect-secrets comparison left out."""
     megabytes = float(_option(argv, "--mb", "100"))
-    level = int(_option(argv, "--level", str(module.ZSTD_LEVEL)))
     root = Path(tempfile.mkdtemp(prefix="bench-scrub-"))
     try:
         folder = root / "episode"
         values = module.generate_episode(folder, megabytes)
         module.bench_scrub(folder, values)
-        module.bench_bundle(folder, level)  # skips its tar comparison itself when zstd is missing
     finally:
         shutil.rmtree(root)
     return 0

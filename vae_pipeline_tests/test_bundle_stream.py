@@ -22,7 +22,7 @@ from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, scrub_text
 from vae_pipeline.domain.series import EpisodeEntry
 from vae_pipeline.domain.slim import ImageStore, slim_member
 from vae_pipeline.sample.generator import HARNESS_HOST, HARNESS_USER
-from vae_pipeline_tests.test_bundle import as_members, pack
+from vae_pipeline_tests.test_bundle import pack
 
 
 def pinned_episode() -> dict[str, bytes]:
@@ -193,3 +193,28 @@ def test_image_cache_encodes_an_image_once_across_episodes_and_builds(tmp_path, 
     entry.write_bytes(entry.read_bytes()[:-10])  # a torn write
     assert pack(pinned_episode(), tmp_path / "4.tar.zst", image_cache=cache).archive_sha256 == PINNED_SHA256
     assert len(encoded) == 2
+
+
+def _bundled(sample_runs, home, workers: int) -> list[dict]:
+    from vae_pipeline.assets.bundles import bundle_rows
+    from vae_pipeline.resources import RunsRoot, Warehouse
+
+    rows = [{"id": p.episode_id, "series": p.series, "date": "2026-10-21", "is_archive": p.archive,
+             "source": f"{p.episode_id}.tar.zst" if p.archive else p.episode_id}
+            for p in sample_runs.episodes if p.bad is None]
+    config = ScrubConfig(hostname=HARNESS_HOST, username=HARNESS_USER)
+    return list(bundle_rows(RunsRoot(path=str(sample_runs.root)), Warehouse(path=str(home)), rows, config, workers))
+
+
+def test_a_series_packed_by_one_or_two_workers_gives_the_same_archives(sample_runs, tmp_path) -> None:
+    one = _bundled(sample_runs, tmp_path / "one", workers=1)
+    two = _bundled(sample_runs, tmp_path / "two", workers=2)
+    assert [row["id"] for row in one] == [p.episode_id for p in sample_runs.episodes if p.bad is None]
+    assert one == two  # ids, archive sha256s, findings, manifest parts: all in the same order
+    for row in one:
+        staged = [(tmp_path / home / row["staged_archive"]).read_bytes() for home in ("one", "two")]
+        assert staged[0] == staged[1]
+        assert hashlib.sha256(staged[0]).hexdigest() == row["archive_sha256"]
+    cached = sorted(p.name for p in (tmp_path / "two" / "image-cache").rglob("*") if p.is_file())
+    assert cached == sorted(p.name for p in (tmp_path / "one" / "image-cache").rglob("*") if p.is_file())
+    assert cached  # the sample's screenshots went through the cache

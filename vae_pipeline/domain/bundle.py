@@ -106,9 +106,9 @@ def _padding(size: int, unit: int) -> int:
     return -size % unit
 
 
-def _tar_size(pending: dict[str, _Pending]) -> int:
+def _tar_size(headers: dict[str, bytes], pending: dict[str, _Pending]) -> int:
     """What `tarfile` writes: headers, data padded to blocks, two empty blocks, a whole record."""
-    size = sum(len(_tar_header(path, p.size)) + p.size + _padding(p.size, _TAR_BLOCK) for path, p in pending.items())
+    size = sum(len(headers[path]) + p.size + _padding(p.size, _TAR_BLOCK) for path, p in pending.items())
     size += 2 * _TAR_BLOCK
     return size + _padding(size, _TAR_RECORD)
 
@@ -248,11 +248,11 @@ def _release_freed_memory() -> None:
         libc.malloc_trim(0)
 
 
-def _write_tar(out: BinaryIO, pending: dict[str, _Pending], tar_size: int) -> list[dict]:
+def _write_tar(out: BinaryIO, headers: dict[str, bytes], pending: dict[str, _Pending], tar_size: int) -> list[dict]:
     """Write the tar in path order, padded to `tar_size`; return every member's {path, size, sha256}."""
     files, written = [], 0
     for path in sorted(pending):
-        header = _tar_header(path, pending[path].size)
+        header = headers[path]
         out.write(header)
         digest, size = hashlib.sha256(), 0
         for chunk in pending[path].chunks():
@@ -293,12 +293,13 @@ def build_bundle(
         for member in members:
             packer.add(member)
         packer.add_images()
-        tar_size = _tar_size(packer.pending)
+        headers = {path: _tar_header(path, p.size) for path, p in packer.pending.items()}
+        tar_size = _tar_size(headers, packer.pending)
         _release_freed_memory()
         with atomic_writer(target) as handle:
             hashed = _HashingFile(handle)
             tar = _compressor(zstd_level, tar_size, threads).stream_writer(hashed, size=tar_size, closefd=False)
-            files = _write_tar(tar, packer.pending, tar_size)
+            files = _write_tar(tar, headers, packer.pending, tar_size)
             tar.close()  # ends the frame; not on an error, which would hide it behind zstd's own
     return Bundle(
         archive=target,

@@ -13,7 +13,7 @@ import hashlib
 import io
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -31,6 +31,7 @@ _MIME_OF_FORMAT = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif",
 # Braces, "data" keys, and runs of anything else (strings whole, so a brace inside one is not
 # taken for structure): enough to find every object's span without parsing the whole text.
 _TOKEN = re.compile(rb'\{|\}|"data"\s*:|(?:[^"{}]+|"(?!data"\s*:)[^"\\]*(?:\\.[^"\\]*)*")+')
+_MEMO_MAX_SPAN = 8 << 20  # larger objects are parsed each time rather than kept
 _STREAM_EVENT_PREFIXES = (b'{"type": "stream_event"', b'{"type":"stream_event"')
 
 
@@ -72,7 +73,21 @@ class ImageStore:
     files: dict[str, bytes] = field(default_factory=dict)
     cache: Path | None = None
     _by_sha: dict[str, tuple[str, str]] = field(default_factory=dict)
+    _parsed: dict[bytes, object] = field(default_factory=dict)
     _by_text: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+
+    def parse_block(self, span: bytes) -> object:
+        """json.loads of an object's text, once per distinct text: request logs repeat the same
+        image blocks request after request, and parsing their base64 is most of the work."""
+        if span in self._parsed:
+            return self._parsed[span]
+        try:
+            obj = json.loads(span)
+        except ValueError:
+            obj = None
+        if len(span) <= _MEMO_MAX_SPAN:
+            self._parsed[span] = obj
+        return obj
 
     def put_base64(self, data: str, media_type: str) -> tuple[str, str] | None:
         """Like `put` for base64 text (None if it does not decode); repeats skip the decoding."""
@@ -164,7 +179,7 @@ def _image_payload(obj: object) -> tuple[str, str] | None:
     return None
 
 
-def _image_blocks(text: bytes) -> list[tuple[int, int, str, str]]:
+def _image_blocks(text: bytes, parse: Callable[[bytes], object]) -> list[tuple[int, int, str, str]]:
     """Spans of the image blocks in one JSON text, with their base64 data and media type."""
     stack: list[list] = []  # per open object: [start, has a "data" key, holds a base64 source]
     blocks = []
@@ -179,9 +194,8 @@ def _image_blocks(text: bytes) -> list[tuple[int, int, str, str]]:
             start, has_data, holds_source = stack.pop()
             if not (has_data or holds_source):
                 continue
-            try:
-                obj = json.loads(text[start : m.end()])
-            except ValueError:
+            obj = parse(text[start : m.end()])
+            if obj is None:
                 continue
             if has_data and stack and isinstance(obj, dict) and obj.get("type") == "base64":
                 stack[-1][2] = True
@@ -215,7 +229,7 @@ def _after_string(text: bytes, pos: int) -> int:
 def _replace_images(text: bytes, store: ImageStore) -> tuple[bytes, list[tuple[int, int]], int]:
     """The text with its image blocks moved to the store; the replaced spans; how many."""
     pieces, spans, last = [], [], 0
-    for start, end, data, mime in sorted(_image_blocks(text)):
+    for start, end, data, mime in sorted(_image_blocks(text, store.parse_block)):
         if start < last:
             continue
         stored = store.put_base64(data, mime)

@@ -208,6 +208,9 @@ class _Packer:
                     self.vendor_files.append({"name": path[len(VENDOR_DIR) :], "sha256": sha256_stream(handle)[1]})
             return
         with member.open() as handle:
+            if is_text_member(path):  # by its extension: read whole at once
+                self.pending[path] = self.spool.add(self._text(path, handle.read()))
+                return
             head = handle.read(TEXT_SNIFF_BYTES)
             if is_text_member(path, head):
                 self.pending[path] = self.spool.add(self._text(path, head + handle.read()))

@@ -10,7 +10,7 @@
   rehost  bench_rehost.py  a rehost of every label vs a full build (goal <= 5 %), HD clips
   memory  bench_memory.py  peak RSS packing a ~2 GB episode (goal < 400 MB) vs tar + zstd
 
-The sizes below keep the whole run under ~10 minutes on a 2-core machine; --full runs each
+The sizes below keep the whole run under ~15 minutes on a 2-core machine; --full runs each
 benchmark with its own defaults instead. An external tool that is missing (ffmpeg, zstd,
 detect-secrets) skips only the comparison that needs it, with a line saying so; the rest of that
 benchmark still runs. Exit status: 0 when every benchmark ran, 1 otherwise.

@@ -7,6 +7,7 @@ import base64
 import hashlib
 import io
 import json
+import random
 import tarfile
 
 import pytest
@@ -164,7 +165,8 @@ def test_a_member_that_changes_while_packed_fails_and_leaves_no_archive(tmp_path
 
 def test_zstd_thread_count_does_not_change_the_bytes(tmp_path) -> None:
     files = pinned_episode()
-    files["transcript/big.txt"] = b"".join(b"line %d of a long log\n" % i for i in range(400_000))
+    # 40 MiB: more than two of zstd's 16 MiB jobs at this level and window, so workers share it
+    files["out.mp4"] = random.Random(1).randbytes(1 << 20) * 40
     one = pack(files, tmp_path / "1.tar.zst", threads=1)
     four = pack(files, tmp_path / "4.tar.zst", threads=4)
     assert one.archive.read_bytes() == four.archive.read_bytes()
@@ -218,3 +220,22 @@ def test_a_series_packed_by_one_or_two_workers_gives_the_same_archives(sample_ru
     cached = sorted(p.name for p in (tmp_path / "two" / "image-cache").rglob("*") if p.is_file())
     assert cached == sorted(p.name for p in (tmp_path / "one" / "image-cache").rglob("*") if p.is_file())
     assert cached  # the sample's screenshots went through the cache
+
+
+def test_files_match_manifests_reads_archives_as_streams_and_reports_unreadable_ones(tmp_path) -> None:
+    from vae_pipeline.assets.dataset_episodes import archive_problems
+
+    folder = tmp_path / "episodes" / "2026-10-21"
+    bundle = pack(pinned_episode(), folder / "ep-1.tar.zst")
+    row = {"id": "ep-1", "archive": "episodes/2026-10-21/ep-1.tar.zst"}
+    manifest = {"archive_sha256": bundle.archive_sha256, "files": bundle.files}
+    (folder / "ep-1.json").write_text(json.dumps(manifest))
+    assert archive_problems(tmp_path, row) == []
+    manifest["files"][0]["sha256"] = "0" * 64
+    (folder / "ep-1.json").write_text(json.dumps(manifest))
+    assert archive_problems(tmp_path, row) == [f"{row['archive']}: {bundle.files[0]['path']} differs from its manifest"]
+    garbage = b"not an archive at all"
+    bundle.archive.write_bytes(garbage)
+    (folder / "ep-1.json").write_text(json.dumps({**manifest, "archive_sha256": hashlib.sha256(garbage).hexdigest()}))
+    assert archive_problems(tmp_path, row) == [
+        f"{row['archive']}: ep-1.tar.zst: is not a zstd archive (wrong magic bytes)"]

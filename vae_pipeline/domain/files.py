@@ -15,21 +15,27 @@ CHUNK = 1 << 20
 
 
 @contextmanager
-def atomic_writer(path: Path) -> Iterator[BinaryIO]:
+def atomic_writer(path: Path, *, durable: bool = True) -> Iterator[BinaryIO]:
     """A file to write `path` through: a temp file in the same folder, fsynced and renamed into
-    place when the block ends, removed if it raises; readers never see half a file."""
+    place when the block ends, removed if it raises; readers never see half a file.
+
+    `durable=False` skips the fsyncs, for a cache whose entries check themselves on reading.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if not durable:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
@@ -37,9 +43,9 @@ def atomic_writer(path: Path) -> Iterator[BinaryIO]:
         os.close(dir_fd)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Write `data` to `path` through `atomic_writer`."""
-    with atomic_writer(path) as handle:
+    with atomic_writer(path, durable=durable) as handle:
         handle.write(data)
 
 

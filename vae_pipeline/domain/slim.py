@@ -122,7 +122,7 @@ class ImageStore:
         if cached is not None:
             return cached
         data, mime, ext = _smallest(raw, media_type)
-        write_atomic(entry, f"{mime} {ext} {hashlib.sha256(data).hexdigest()}\n".encode() + data)
+        write_atomic(entry, f"{mime} {ext} {hashlib.sha256(data).hexdigest()}\n".encode() + data, durable=False)
         return data, mime, ext
 
 

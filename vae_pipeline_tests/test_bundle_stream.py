@@ -239,3 +239,19 @@ def test_files_match_manifests_reads_archives_as_streams_and_reports_unreadable_
     (folder / "ep-1.json").write_text(json.dumps({**manifest, "archive_sha256": hashlib.sha256(garbage).hexdigest()}))
     assert archive_problems(tmp_path, row) == [
         f"{row['archive']}: ep-1.tar.zst: is not a zstd archive (wrong magic bytes)"]
+
+
+def test_delivery_size_request_logs_repeat_a_few_screenshots_stored_once(tmp_path) -> None:
+    from vae_pipeline.sample.request_logs import SCREENSHOTS, TARGET_BYTES, request_logs
+
+    secrets = {"bearer": "b" * 40, "anthropic": "sk-ant-api03-" + "R" * 40}
+    logs = request_logs("ui-product-014-s1", secrets)
+    blobs = {path: data for path, data in logs.items() if "/api-request-blob/" in path}
+    assert sum(map(len, blobs.values())) >= TARGET_BYTES
+    shown = [block["source"]["data"] for data in blobs.values() for turn in json.loads(data)["messages"]
+             for block in turn["content"] if block["type"] == "image"]
+    assert len(set(shown)) == SCREENSHOTS and len(shown) > 10 * SCREENSHOTS
+    bundle = pack(logs, tmp_path / "a.tar.zst")
+    assert [f["path"].startswith("images/") for f in bundle.files].count(True) == SCREENSHOTS
+    assert bundle.slimmed["images"] == len(shown)
+    assert bundle.redacted_keys == 2 * len(blobs)  # the bearer token and the API key of every request

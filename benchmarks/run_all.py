@@ -46,7 +46,7 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
                r"not installed"]),
     "bundles": ("bench_bundles", ["--episodes", "12", "--ds-mb", "5"],
                 [r"^cpus: ", r"^bundles, ", r"planted kinds caught", r"^detect-secrets 1", r"throughput: ",
-                 r"^tar -I", r"bundles/tar time ratio", r"one episode at a time", r"not installed"]),
+                 r"^tar -I", r"bundles/tar time ratio", r"one episode at a time", r"not installed", r"^best of"]),
     "parse": ("bench_parse", ["--series", "3", "--episodes", "31", "--repeat", "3", "--big-mb", "20"],
               [r"^input: ", r"^parse( \(big transcripts\))?: ", r"parse ratio", r"naive comparison skipped",
                r"^  all "]),

@@ -24,6 +24,7 @@ import ctypes.util
 import hashlib
 import tarfile
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -128,8 +129,22 @@ class _HashingFile:
         self.handle.flush()
 
 
+_PARAMETER_NAMES = (
+    "format", "compression_level", "window_log", "hash_log", "chain_log", "search_log", "min_match",
+    "target_length", "strategy", "write_content_size", "write_checksum", "write_dict_id", "job_size",
+    "overlap_log", "force_max_window", "enable_ldm", "ldm_hash_log", "ldm_min_match", "ldm_bucket_size_log",
+    "ldm_hash_rate_log", "threads",
+)  # fmt: skip
+_compressors = threading.local()
+
+
 def _compressor(level: int, source_size: int, threads: int) -> zstandard.ZstdCompressor:
-    """One zstd frame, long-distance matching over a 2^27 window, multi-threaded mode."""
+    """One zstd frame, long-distance matching over a 2^27 window, multi-threaded mode.
+
+    Setting up a multi-threaded context with this window costs more than compressing a
+    delivery-size episode, so each thread keeps one per set of parameters (frames are
+    independent: a reused context gives the same bytes).
+    """
     params = zstandard.ZstdCompressionParameters.from_level(
         level,
         source_size=source_size,
@@ -139,7 +154,11 @@ def _compressor(level: int, source_size: int, threads: int) -> zstandard.ZstdCom
         write_content_size=True,
         threads=max(threads, 1),  # >= 1: the same bytes for any count (0 would be another format)
     )
-    return zstandard.ZstdCompressor(compression_params=params)
+    key = tuple(getattr(params, name) for name in _PARAMETER_NAMES)
+    kept = _compressors.__dict__.setdefault("by_parameters", {})
+    if key not in kept:
+        kept[key] = zstandard.ZstdCompressor(compression_params=params)
+    return kept[key]
 
 
 def _copy_chunks(opener: Callable[[], BinaryIO], size: int, path: str) -> Iterator[bytes]:

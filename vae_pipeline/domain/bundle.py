@@ -20,7 +20,7 @@ for viewing. zstd passes the already-compressed video through at little cost.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import hashlib
 import tarfile
 import tempfile
@@ -261,13 +261,17 @@ def _joined(pending: _Pending) -> bytes:
     return b"".join(pending.chunks())
 
 
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    return getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's; other C libraries lack it
+
+
 def _release_freed_memory() -> None:
     """Hand the heap that reading and scrubbing freed back to the system (glibc keeps it
     otherwise) before the compressor allocates its window: the two peaks then do not add up."""
-    name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name) if name else None
-    if libc is not None and hasattr(libc, "malloc_trim"):
-        libc.malloc_trim(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 def _write_tar(out: BinaryIO, headers: dict[str, bytes], pending: dict[str, _Pending], tar_size: int) -> list[dict]:

@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import re
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -73,20 +74,24 @@ class ImageStore:
     files: dict[str, bytes] = field(default_factory=dict)
     cache: Path | None = None
     _by_sha: dict[str, tuple[str, str]] = field(default_factory=dict)
-    _parsed: dict[bytes, object] = field(default_factory=dict)
+    _parsed: dict[tuple[int, int], list[tuple[bytes, object]]] = field(default_factory=dict)
     _by_text: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
     def parse_block(self, span: bytes) -> object:
         """json.loads of an object's text, once per distinct text: request logs repeat the same
-        image blocks request after request, and parsing their base64 is most of the work."""
-        if span in self._parsed:
-            return self._parsed[span]
+        image blocks request after request, and parsing their base64 is most of the work.
+        Texts are told apart by length and CRC-32 (computed without holding the GIL, unlike
+        a bytes hash), then compared whole."""
+        key = (len(span), zlib.crc32(span))
+        for seen, obj in self._parsed.get(key, ()):
+            if seen == span:
+                return obj
         try:
             obj = json.loads(span)
         except ValueError:
             obj = None
         if len(span) <= _MEMO_MAX_SPAN:
-            self._parsed[span] = obj
+            self._parsed.setdefault(key, []).append((span, obj))
         return obj
 
     def put_base64(self, data: str, media_type: str) -> tuple[str, str] | None:
@@ -308,6 +313,6 @@ def slim_member(path: str, data: bytes, store: ImageStore) -> SlimResult:
     if not _may_hold_image(data):
         return SlimResult(data, SlimStats(0, len(data), len(data), 0), None)
     slimmed, spans, moved = _replace_images(data, store)
-    collapsed = any(data.count(b"\n", s, e) for s, e in spans)
+    collapsed = any(data.find(b"\n", s, e) >= 0 for s, e in spans)  # find: memchr, far faster than count
     line_map = _collapsed_line_map(data, spans) if collapsed else None
     return SlimResult(slimmed, SlimStats(moved, len(data), len(slimmed), 0), line_map)

@@ -54,8 +54,9 @@ def bundle_rows(runs_root: RunsRoot, warehouse: Warehouse, rows: list[dict], con
                 workers: int, zstd_threads: int = 1) -> Iterator[dict]:
     """`bundle_episode` of every row, `workers` episodes at a time, results in row order.
 
-    Threads are enough: what costs (image encoding, zstd, hashing, reading) releases the GIL,
-    and the slimmed-image cache is shared. Each episode's zstd runs one worker thread by
+    Threads: image encoding, zstd, hashing and reading release the GIL (finding image blocks
+    and the scrub do not: two threads are ~1.2x one with the image cache filled), and the
+    slimmed-image cache is shared. Each episode's zstd runs one worker thread by
     default: with episodes on every core, more only add their buffers' memory (a second one
     costs ~65 MB at a 2^27 window), and `bench_bundles.py` measures no gain (same bytes either way).
     """

@@ -1,14 +1,13 @@
-"""Scrub throughput vs detect-secrets, and the bundle step vs `tar` + `zstd`, on generated episodes.
+"""Scrub throughput vs detect-secrets on a generated episode (the whole `bundles` step is
+`bench_bundles.py`).
 
-    python benchmarks/bench_scrub.py [--mb 100] [--ds-mb 3] [--level 12]
+    python benchmarks/bench_scrub.py [--mb 100] [--ds-mb 3]
 
 Generates an episode of transcript-like files (JSONL messages with stream events, tool results,
 a few screenshots, request blobs, project sources) with every planted value in it, then:
 1. scrubs every text file and reports MB/s and which planted kinds were caught;
 2. runs detect-secrets (Python API, default plugins) over the first --ds-mb MB of the same files
-   (it runs at well under 1 MB/s, so all 100 MB would take many minutes) and reports the same;
-3. times `build_bundle` (read, slim, scrub, tar, zstd, write) against
-   `tar -I 'zstd -<level> [--long=27]'` over the same folder.
+   (it runs at well under 1 MB/s, so all 100 MB would take many minutes) and reports the same.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import io
 import json
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,8 +27,6 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vae_pipeline.domain.bundle import ZSTD_LEVEL, ZSTD_WINDOW_LOG, build_bundle  # noqa: E402
-from vae_pipeline.domain.files import write_atomic  # noqa: E402
 from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, scrub_text  # noqa: E402
 from vae_pipeline.sample.planted import PLANTED_KIND, planted_text, planted_values  # noqa: E402
 
@@ -202,34 +198,10 @@ def bench_detect_secrets(folder: Path, values: dict[str, str], megabytes: float)
     return rate
 
 
-def bench_bundle(folder: Path, level: int) -> None:
-    out = folder.parent / "bundle.tar.zst"
-    start = time.perf_counter()
-    members = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-    bundle = build_bundle(members, config=ScrubConfig(hostname="render-box.internal", username="vidbot"), zstd_level=level)
-    write_atomic(out, bundle.archive)
-    ours = time.perf_counter() - start
-    size_in = sum(map(len, members.values()))
-    print(f"bundle step:    {size_in / 1e6:8.1f} MB in {ours:6.2f} s -> {len(bundle.archive) / 1e6:7.2f} MB "
-          f"(level {level}, long={ZSTD_WINDOW_LOG}; slimmed {bundle.slimmed})")
-    if shutil.which("zstd") is None:
-        print("  zstd not installed (apt-get install -y zstd): tar comparison skipped")
-        return
-    for label, compressor in ((f"zstd -{level}", f"zstd -{level} -T1"),
-                              (f"zstd -{level} --long={ZSTD_WINDOW_LOG}", f"zstd -{level} -T1 --long={ZSTD_WINDOW_LOG}")):
-        target = folder.parent / "tar.tar.zst"
-        start = time.perf_counter()
-        subprocess.run(["tar", "-C", str(folder), "-I", compressor, "-cf", str(target), "."], check=True)
-        theirs = time.perf_counter() - start
-        print(f"tar -I '{label}': {theirs:6.2f} s -> {target.stat().st_size / 1e6:7.2f} MB; "
-              f"bundle/tar time ratio {ours / theirs:4.2f} (<= 1 is the goal)")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=100.0, help="size of the generated episode")
     parser.add_argument("--ds-mb", type=float, default=3.0, help="MB of the same files given to detect-secrets")
-    parser.add_argument("--level", type=int, default=ZSTD_LEVEL)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-scrub-"))
     try:
@@ -238,7 +210,6 @@ def main() -> None:
         ours = bench_scrub(folder, values)
         theirs = bench_detect_secrets(folder, values, args.ds_mb)
         print(f"scrub / detect-secrets throughput: {ours / theirs:6.0f}x (goal >= 100x and >= 50 MB/s)")
-        bench_bundle(folder, args.level)
     finally:
         shutil.rmtree(root)
 

@@ -1,15 +1,18 @@
 """Run every benchmark in one process, with modest sizes, and print each one's ratios at the end.
 
-    python benchmarks/run_all.py [--only facts,scrub,parse,rehost,review,leaderboard] [--full]
+    python benchmarks/run_all.py [--only facts,scrub,bundles,parse,rehost,memory,review,leaderboard] [--full]
 
   facts   bench_facts.py   renders step vs ffmpeg blackdetect+freezedetect and decode-only
-  scrub   bench_scrub.py   scrub vs detect-secrets; bundle step vs tar + zstd
+  scrub   bench_scrub.py   scrub vs detect-secrets
+  bundles bench_bundles.py the `bundles` step on 12 delivery-size episodes vs detect-secrets
+                           and vs tar + zstd at the archives' level and window, cores at once
   parse   bench_parse.py   the `episodes` stage vs tar --zstd -xf + json.loads
   rehost  bench_rehost.py  a rehost of every label vs a full build (goal <= 5 %), HD clips
+  memory  bench_memory.py  peak RSS packing a ~2 GB episode (goal < 400 MB) vs tar + zstd
   review  bench_review.py  the review site for 500 episodes, full and after one new series (<= 5 s, <= 1 s)
   leaderboard  bench_leaderboard.py  Bradley–Terry + bootstrap vs scikit-learn's arena recipe
 
-The sizes below keep the whole run under ~10 minutes on a 2-core machine; --full runs each
+The sizes below keep the whole run under ~15 minutes on a 2-core machine; --full runs each
 benchmark with its own defaults instead. An external tool that is missing (ffmpeg, zstd,
 detect-secrets) skips only the comparison that needs it, with a line saying so; the rest of that
 benchmark still runs (scikit-learn, for the leaderboard). Exit status: 0 when every benchmark ran, 1 otherwise.
@@ -42,7 +45,10 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
               [r"^cpus: ", r"^best of ", r"^renders step ", r"^ranges: ", r"ffmpeg not found"]),
     "scrub": ("bench_scrub", ["--mb", "50", "--ds-mb", "2"],
               [r"^scrub: ", r"^detect-secrets: ", r"planted kinds caught", r"scrub / detect-secrets",
-               r"bundle/tar time ratio", r"^bundle step: ", r"not installed"]),
+               r"not installed"]),
+    "bundles": ("bench_bundles", ["--episodes", "12", "--ds-mb", "5"],
+                [r"^cpus: ", r"^bundles, ", r"planted kinds caught", r"^detect-secrets 1", r"throughput: ",
+                 r"^tar -I", r"bundles/tar time ratio", r"one episode at a time", r"not installed", r"^best of"]),
     "parse": ("bench_parse", ["--series", "3", "--episodes", "31", "--repeat", "3", "--big-mb", "20"],
               [r"^input: ", r"^parse( \(big transcripts\))?: ", r"parse ratio", r"naive comparison skipped",
                r"^  all "]),
@@ -56,6 +62,7 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "leaderboard": ("bench_leaderboard", ["--sklearn-rounds", "100"],
                     [r"^cpus: ", r"^input: ", r"^ours: ", r"^sklearn", r"fit ratio", r"largest rating difference",
                      r"^whole leaderboard"]),
+    "memory": ("bench_memory", [], [r"^episode: ", r"^bundle peak RSS", r"^tar -I", r"peak RSS ratio", r"not installed"]),
 }
 
 
@@ -113,13 +120,11 @@ def facts_without_ffmpeg(module, argv: list[str]) -> int:
 def scrub_without_detect_secrets(module, argv: list[str]) -> int:
     """bench_scrub.main() with the detect-secrets comparison left out."""
     megabytes = float(_option(argv, "--mb", "100"))
-    level = int(_option(argv, "--level", str(module.ZSTD_LEVEL)))
     root = Path(tempfile.mkdtemp(prefix="bench-scrub-"))
     try:
         folder = root / "episode"
         values = module.generate_episode(folder, megabytes)
         module.bench_scrub(folder, values)
-        module.bench_bundle(folder, level)  # skips its tar comparison itself when zstd is missing
     finally:
         shutil.rmtree(root)
     return 0

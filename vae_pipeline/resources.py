@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -12,6 +12,8 @@ import duckdb
 from vae_pipeline.domain.episode_files import (
     DEFAULT_SIZE_LIMIT,
     EpisodeFiles,
+    SourceMember,
+    episode_members,
     read_episode_files,
 )
 from vae_pipeline.domain.series import EpisodeEntry
@@ -38,6 +40,10 @@ class RunsRoot(dg.ConfigurableResource):
     def read_files(self, row: dict, wanted: Callable[[str], bool]) -> EpisodeFiles:
         """The files `wanted` selects of a parsed episode, read safely (raises BadInput)."""
         return read_episode_files(self.episode_entry(row), wanted, size_limit=self.max_unpacked_bytes)
+
+    def members(self, row: dict) -> Iterator[SourceMember]:
+        """Every file of a parsed episode as a stream, read safely (raises BadInput)."""
+        return episode_members(self.episode_entry(row), size_limit=self.max_unpacked_bytes)
 
 
 class ProjectMeta(dg.ConfigurableResource):

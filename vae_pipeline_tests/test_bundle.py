@@ -13,7 +13,8 @@ import pytest
 import zstandard
 from PIL import Image
 
-from vae_pipeline.domain.bundle import build_bundle, exclusion_reason
+from vae_pipeline.domain.bundle import Bundle, build_bundle, exclusion_reason
+from vae_pipeline.domain.episode_files import SourceMember
 from vae_pipeline.domain.files import write_atomic
 from vae_pipeline.domain.scrub import ScrubConfig, is_text_member
 from vae_pipeline.domain.slim import ImageStore, slim_member
@@ -77,6 +78,17 @@ def _episode(seed: int = 0) -> tuple[dict[str, bytes], dict[str, str], bytes]:
     return members, values, png
 
 
+def as_members(files: dict[str, bytes]) -> list[SourceMember]:
+    """Files in memory as an archive's members would come: each readable once, as a stream."""
+    return [SourceMember(path, len(data), lambda data=data: io.BytesIO(data), reopenable=False)
+            for path, data in files.items()]
+
+
+def pack(files: dict[str, bytes], target, **options) -> Bundle:
+    options.setdefault("config", ScrubConfig())
+    return build_bundle(as_members(files), target, **options)
+
+
 def _unpack(archive: bytes) -> dict[str, tuple[tarfile.TarInfo, bytes]]:
     raw = zstandard.ZstdDecompressor().decompress(archive)
     with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
@@ -92,21 +104,21 @@ def _forms(value: str) -> list[bytes]:
 
 
 @pytest.fixture(scope="module")
-def built():
+def built(tmp_path_factory):
     members, values, png = _episode()
-    return members, values, png, build_bundle(members, config=ScrubConfig())
+    return members, values, png, pack(members, tmp_path_factory.mktemp("bundle") / "a.tar.zst")
 
 
 def test_no_planted_secret_survives_anywhere_in_the_archive(built) -> None:
     members, values, _, bundle = built
-    unpacked = _unpack(bundle.archive)
-    everything = zstandard.ZstdDecompressor().decompress(bundle.archive)
+    unpacked = _unpack(bundle.archive.read_bytes())
+    everything = zstandard.ZstdDecompressor().decompress(bundle.archive.read_bytes())
     for key, value in values.items():
         if PLANTED_KIND[key][1] == "finding":
             continue
         for form in _forms(value):
             assert form not in everything, key
-            assert form not in bundle.archive
+            assert form not in bundle.archive.read_bytes()
     text_members = {path: data for path, (_, data) in unpacked.items() if is_text_member(path)}
     assert text_members and not [path for path, data in text_members.items() if b"PRIVATE KEY" in data]
 
@@ -148,7 +160,7 @@ def test_findings_name_lines_of_the_input_files(built) -> None:
 
 def test_repeated_image_is_stored_once_and_blocks_point_to_it(built) -> None:
     _, _, png, bundle = built
-    unpacked = _unpack(bundle.archive)
+    unpacked = _unpack(bundle.archive.read_bytes())
     images = [p for p in unpacked if p.startswith("images/")]
     digest = hashlib.sha256(png).hexdigest()
     assert images == [f"images/{digest}.webp"]
@@ -157,18 +169,18 @@ def test_repeated_image_is_stored_once_and_blocks_point_to_it(built) -> None:
     block = json.dumps({"type": "image", "mimeType": "image/webp", "path": images[0]}).encode()
     assert unpacked["messages.jsonl"][1].count(block) == 1
     assert unpacked["transcript/api-request-blob/1.json"][1].count(block) == 2
-    assert base64.b64encode(png)[:200] not in zstandard.ZstdDecompressor().decompress(bundle.archive)
+    assert base64.b64encode(png)[:200] not in zstandard.ZstdDecompressor().decompress(bundle.archive.read_bytes())
     assert bundle.slimmed["images"] == 3
     assert bundle.slimmed["stream_events_dropped"] == 2
     assert bundle.slimmed["bytes_after"] < bundle.slimmed["bytes_before"]
 
 
-def test_two_builds_are_byte_identical_and_headers_are_normalised(built) -> None:
+def test_two_builds_are_byte_identical_and_headers_are_normalised(built, tmp_path) -> None:
     members, _, _, bundle = built
-    again = build_bundle(dict(reversed(list(members.items()))), config=ScrubConfig())
-    assert again.archive == bundle.archive
-    assert again.archive_sha256 == hashlib.sha256(bundle.archive).hexdigest() == bundle.archive_sha256
-    unpacked = _unpack(bundle.archive)
+    again = pack(dict(reversed(list(members.items()))), tmp_path / "again.tar.zst")
+    assert again.archive.read_bytes() == bundle.archive.read_bytes()
+    assert again.archive_sha256 == hashlib.sha256(bundle.archive.read_bytes()).hexdigest() == bundle.archive_sha256
+    unpacked = _unpack(bundle.archive.read_bytes())
     assert list(unpacked) == sorted(unpacked)
     for info, _ in unpacked.values():
         assert (info.mtime, info.uid, info.gid, info.uname, info.gname, info.mode) == (0, 0, 0, "", "", 0o644)
@@ -177,7 +189,7 @@ def test_two_builds_are_byte_identical_and_headers_are_normalised(built) -> None
 
 def test_files_list_every_member_with_size_and_sha256(built) -> None:
     _, _, _, bundle = built
-    unpacked = _unpack(bundle.archive)
+    unpacked = _unpack(bundle.archive.read_bytes())
     assert [f["path"] for f in bundle.files] == sorted(unpacked)
     for entry in bundle.files:
         data = unpacked[entry["path"]][1]
@@ -186,7 +198,7 @@ def test_files_list_every_member_with_size_and_sha256(built) -> None:
 
 def test_exclusions_are_listed_and_left_out(built) -> None:
     members, _, _, bundle = built
-    unpacked = _unpack(bundle.archive)
+    unpacked = _unpack(bundle.archive.read_bytes())
     assert bundle.excluded == [
         {"path": "work/.env", "reason": "env file"},
         {"path": "work/assets/vendor/gsap.min.js", "reason": "vendored runtime"},
@@ -207,7 +219,7 @@ def test_exclusions_are_listed_and_left_out(built) -> None:
 
 def test_untouched_lines_are_copied_byte_for_byte(built) -> None:
     members, _, _, bundle = built
-    unpacked = _unpack(bundle.archive)
+    unpacked = _unpack(bundle.archive.read_bytes())
     before = members["messages.jsonl"].split(b"\n")
     after = unpacked["messages.jsonl"][1].split(b"\n")
     kept = [line for line in before if b'"stream_event"' not in line]
@@ -242,13 +254,13 @@ def test_write_atomic_replaces_whole_file(tmp_path) -> None:
     assert [p.name for p in target.parent.iterdir()] == ["a.tar.zst"]
 
 
-def test_text_members_outside_the_contracts_list_are_scrubbed_too() -> None:
+def test_text_members_outside_the_contracts_list_are_scrubbed_too(tmp_path) -> None:
     values = planted_values(random.Random(5))
     members = {"brief.json": b"{}\n", "work/server.log": f"token {values['huggingface']}\n".encode(),
                "work/app.mjs": f"const k = '{values['github_ghp']}';\n".encode(),
                "work/logo.png": b"\x89PNG\r\n\x1a\n\x00" + values["huggingface"].encode()}
-    bundle = build_bundle(members, config=ScrubConfig())
-    archived = {path: data for path, (_, data) in _unpack(bundle.archive).items()}
+    bundle = pack(members, tmp_path / "a.tar.zst")
+    archived = {path: data for path, (_, data) in _unpack(bundle.archive.read_bytes()).items()}
     assert values["huggingface"].encode() not in archived["work/server.log"]
     assert values["github_ghp"].encode() not in archived["work/app.mjs"]
     assert archived["work/logo.png"] == members["work/logo.png"]  # media is never touched

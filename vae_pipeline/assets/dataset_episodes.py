@@ -1,16 +1,14 @@
 """`dataset_episodes`: the published episodes' files — videos, archives and manifests."""
 
-import hashlib
-import io
 import json
 import os
-import tarfile
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
-import zstandard
 
+from vae_pipeline.domain.episode_files import archive_digests
+from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import link_or_copy, sha256_file, write_if_changed
 from vae_pipeline.domain.manifest import manifest_bytes
 from vae_pipeline.freshness import content_version, record_metadata
@@ -86,16 +84,13 @@ def archive_problems(root: Path, row: dict) -> list[str]:
     if not archive.is_file() or not manifest_path.is_file():
         return [f"{row['id']}: archive or manifest missing"]
     manifest = json.loads(manifest_path.read_text())
-    data = archive.read_bytes()
-    if hashlib.sha256(data).hexdigest() != manifest["archive_sha256"]:
+    if sha256_file(archive) != manifest["archive_sha256"]:
         return [f"{row['archive']}: sha256 differs from its manifest"]
     listed = {f["path"]: (f["size"], f["sha256"]) for f in manifest["files"]}
-    found = {}
-    with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)) as stream, \
-            tarfile.open(fileobj=stream, mode="r|") as tar:
-        for member in tar:
-            content = tar.extractfile(member).read()
-            found[member.name] = (len(content), hashlib.sha256(content).hexdigest())
+    try:
+        found = archive_digests(archive)
+    except BadInput as exc:
+        return [f"{row['archive']}: {exc}"]
     return [f"{row['archive']}: {path} differs from its manifest"
             for path in sorted(set(listed) | set(found)) if listed.get(path) != found.get(path)]
 

@@ -1,9 +1,9 @@
-"""Reading an episode's files from a run folder or a zstd tar archive, safely.
+"""Reading an episode's files from a run folder or a zstd tar archive, safely and as a stream.
 
 An archive is streamed member by member and checked before anything is read from it: no
 absolute or `..` names, no links, devices or FIFOs, no more than the size limit unpacked. Files
-are read into memory (never extracted next to the input), so a hostile archive cannot write
-anywhere; the runs root is only ever opened for reading.
+are read (never extracted next to the input), so a hostile archive cannot write anywhere; the
+runs root is only ever opened for reading. Nothing here holds more than the member being read.
 """
 
 from __future__ import annotations
@@ -13,13 +13,29 @@ import tarfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 import zstandard
 
 from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.files import sha256_stream
 from vae_pipeline.domain.series import ZSTD_MAGIC, EpisodeEntry
 
 DEFAULT_SIZE_LIMIT = 4 * 1024**3
+
+
+@dataclass(frozen=True)
+class SourceMember:
+    """One file of an episode as it is listed: its path, its size, and how to open it.
+
+    A run folder's file can be opened again later (`reopenable`); an archive member only while
+    the listing stands on it, since the archive is read as one stream.
+    """
+
+    path: str
+    size: int
+    open: Callable[[], BinaryIO]
+    reopenable: bool
 
 
 @dataclass
@@ -30,6 +46,18 @@ class EpisodeFiles:
     data: dict[str, bytes] = field(default_factory=dict)
 
 
+def episode_members(entry: EpisodeEntry, *, size_limit: int | None = DEFAULT_SIZE_LIMIT) -> Iterator[SourceMember]:
+    """Every file of the episode, in listing order, checked as it comes (None: no size limit);
+    raises BadInput."""
+    reader = _archive_members if entry.is_archive else _folder_members
+    total = 0
+    for member in reader(entry.path):
+        total += member.size
+        if size_limit is not None and total > size_limit:
+            raise BadInput(member.path, f"archive unpacks past the size limit ({size_limit:,} bytes)")
+        yield member
+
+
 def read_episode_files(
     entry: EpisodeEntry,
     wanted: Callable[[str], bool],
@@ -37,23 +65,26 @@ def read_episode_files(
     size_limit: int = DEFAULT_SIZE_LIMIT,
 ) -> EpisodeFiles:
     """List every file of the episode and read the ones `wanted` selects; raises BadInput."""
-    reader = _archive_files if entry.is_archive else _folder_files
     files = EpisodeFiles()
-    total = 0
-    for name, size, read in reader(entry.path):
-        total += size
-        if total > size_limit:
-            raise BadInput(name, f"archive unpacks past the size limit ({size_limit:,} bytes)")
-        files.sizes[name] = size
-        if wanted(name):
-            files.data[name] = read()
+    for member in episode_members(entry, size_limit=size_limit):
+        files.sizes[member.path] = member.size
+        if wanted(member.path):
+            with member.open() as handle:
+                files.data[member.path] = handle.read()
     return files
 
 
-Member = tuple[str, int, Callable[[], bytes]]
+def archive_digests(path: Path) -> dict[str, tuple[int, str]]:
+    """(size, sha256) of every member of a zstd tar, read in chunks; raises BadInput."""
+    entry = EpisodeEntry(path.name, path.name, path, True)
+    found = {}
+    for member in episode_members(entry, size_limit=None):
+        with member.open() as handle:
+            found[member.path] = sha256_stream(handle)
+    return found
 
 
-def _folder_files(root: Path) -> Iterator[Member]:
+def _folder_members(root: Path) -> Iterator[SourceMember]:
     for path in sorted(root.rglob("*")):
         name = path.relative_to(root).as_posix()
         mode = path.lstat().st_mode
@@ -61,10 +92,10 @@ def _folder_files(root: Path) -> Iterator[Member]:
             continue
         if not stat.S_ISREG(mode):
             raise BadInput(name, "is a link or special file, not a regular file")
-        yield name, path.stat().st_size, path.read_bytes
+        yield SourceMember(name, path.stat().st_size, lambda path=path: path.open("rb"), reopenable=True)
 
 
-def _archive_files(path: Path) -> Iterator[Member]:
+def _archive_members(path: Path) -> Iterator[SourceMember]:
     archive = path.name
     with path.open("rb") as raw:
         if raw.read(4) != ZSTD_MAGIC:
@@ -77,8 +108,8 @@ def _archive_files(path: Path) -> Iterator[Member]:
                     name = _checked_member_name(member, index, archive)
                     if member.isdir():
                         continue
-                    handle = tar.extractfile(member)
-                    yield name, member.size, handle.read
+                    yield SourceMember(name, member.size, lambda member=member: tar.extractfile(member),
+                                       reopenable=False)
         except (tarfile.TarError, zstandard.ZstdError, EOFError, OSError) as exc:
             raise BadInput(archive, f"is not a readable zstd tar or is truncated ({type(exc).__name__})") from None
 

@@ -9,19 +9,25 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
+
+CHUNK = 1 << 20
 
 
-def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Write through a temp file in the same folder, fsync it, rename: readers never see half.
+@contextmanager
+def atomic_writer(path: Path, *, durable: bool = True) -> Iterator[BinaryIO]:
+    """A file to write `path` through: a temp file in the same folder, fsynced and renamed into
+    place when the block ends, removed if it raises; readers never see half a file.
 
-    `durable=False` skips the fsyncs, for many small files the caller makes durable at once
-    (`os.sync()`) before recording that they were written."""
+    `durable=False` skips the fsyncs, for files whose caller makes them durable at once
+    (`os.sync()`) or that check themselves on reading (a cache).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -72,6 +78,12 @@ def _fsync_folder(folder: Path) -> None:
         os.close(dir_fd)
 
 
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write `data` to `path` through `atomic_writer`."""
+    with atomic_writer(path, durable=durable) as handle:
+        handle.write(data)
+
+
 def write_if_changed(path: Path, data: bytes, *, durable: bool = True) -> bool:
     """`write_atomic` unless the file already holds `data` (its mtime then stays); True if written."""
     if path.exists() and path.read_bytes() == data:
@@ -93,12 +105,18 @@ def link_or_copy(source: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
+def sha256_stream(handle: BinaryIO) -> tuple[int, str]:
+    """(bytes read, sha256) of a stream, read in 1 MiB chunks."""
+    digest, total = hashlib.sha256(), 0
+    for chunk in iter(lambda: handle.read(CHUNK), b""):
+        digest.update(chunk)
+        total += len(chunk)
+    return total, digest.hexdigest()
+
+
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with Path(path).open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return sha256_stream(fh)[1]
 
 
 def files_version(paths: list[Path]) -> str:

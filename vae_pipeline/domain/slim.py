@@ -13,11 +13,15 @@ import hashlib
 import io
 import json
 import re
-from collections.abc import Sequence
+import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
+import PIL
 from PIL import Image, UnidentifiedImageError
+
+from vae_pipeline.domain.files import write_atomic
 
 WEBP_QUALITY = 70
 IMAGE_DIR = "images"
@@ -28,6 +32,7 @@ _MIME_OF_FORMAT = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif",
 # Braces, "data" keys, and runs of anything else (strings whole, so a brace inside one is not
 # taken for structure): enough to find every object's span without parsing the whole text.
 _TOKEN = re.compile(rb'\{|\}|"data"\s*:|(?:[^"{}]+|"(?!data"\s*:)[^"\\]*(?:\\.[^"\\]*)*")+')
+_MEMO_MAX_SPAN = 8 << 20  # larger objects are parsed each time rather than kept
 _STREAM_EVENT_PREFIXES = (b'{"type": "stream_event"', b'{"type":"stream_event"')
 
 
@@ -60,11 +65,34 @@ class SlimResult:
 
 @dataclass
 class ImageStore:
-    """The episode's images by path; one file per distinct decoded image, however often seen."""
+    """The episode's images by path; one file per distinct decoded image, however often seen.
+
+    With a `cache` folder (shared by every build), an image is encoded once ever: the result is
+    kept under the sha256 of the decoded bytes, the media type and the encoder's settings.
+    """
 
     files: dict[str, bytes] = field(default_factory=dict)
+    cache: Path | None = None
     _by_sha: dict[str, tuple[str, str]] = field(default_factory=dict)
+    _parsed: dict[tuple[int, int], list[tuple[bytes, object]]] = field(default_factory=dict)
     _by_text: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+
+    def parse_block(self, span: bytes) -> object:
+        """json.loads of an object's text, once per distinct text: request logs repeat the same
+        image blocks request after request, and parsing their base64 is most of the work.
+        Texts are told apart by length and CRC-32 (computed without holding the GIL, unlike
+        a bytes hash), then compared whole."""
+        key = (len(span), zlib.crc32(span))
+        for seen, obj in self._parsed.get(key, ()):
+            if seen == span:
+                return obj
+        try:
+            obj = json.loads(span)
+        except ValueError:
+            obj = None
+        if len(span) <= _MEMO_MAX_SPAN:
+            self._parsed.setdefault(key, []).append((span, obj))
+        return obj
 
     def put_base64(self, data: str, media_type: str) -> tuple[str, str] | None:
         """Like `put` for base64 text (None if it does not decode); repeats skip the decoding."""
@@ -81,11 +109,37 @@ class ImageStore:
         """Store decoded image bytes once; return (path, mimeType) of the stored file."""
         digest = hashlib.sha256(raw).hexdigest()
         if digest not in self._by_sha:
-            data, mime, ext = _smallest(raw, media_type)
+            data, mime, ext = self._smallest(raw, digest, media_type)
             path = f"{IMAGE_DIR}/{digest}.{ext}"
             self.files[path] = data
             self._by_sha[digest] = (path, mime)
         return self._by_sha[digest]
+
+    def _smallest(self, raw: bytes, digest: str, media_type: str) -> tuple[bytes, str, str]:
+        """`_smallest`, through the cache: an entry is `mime ext sha256-of-data` on one line,
+        then the data; one that does not check out (a torn write) is encoded again."""
+        if self.cache is None:
+            return _smallest(raw, media_type)
+        settings = f"{media_type.lower()}\0webp-q{WEBP_QUALITY}\0pillow-{PIL.__version__}\0{digest}"
+        key = hashlib.sha256(settings.encode()).hexdigest()
+        entry = self.cache / key[:2] / key
+        cached = _cache_entry(entry)
+        if cached is not None:
+            return cached
+        data, mime, ext = _smallest(raw, media_type)
+        write_atomic(entry, f"{mime} {ext} {hashlib.sha256(data).hexdigest()}\n".encode() + data, durable=False)
+        return data, mime, ext
+
+
+def _cache_entry(entry: Path) -> tuple[bytes, str, str] | None:
+    if not entry.is_file():
+        return None
+    head, _, data = entry.read_bytes().partition(b"\n")
+    try:
+        mime, ext, data_sha = head.decode().split(" ")
+    except ValueError:
+        return None
+    return (data, mime, ext) if hashlib.sha256(data).hexdigest() == data_sha else None
 
 
 def _smallest(raw: bytes, media_type: str) -> tuple[bytes, str, str]:
@@ -130,7 +184,7 @@ def _image_payload(obj: object) -> tuple[str, str] | None:
     return None
 
 
-def _image_blocks(text: bytes) -> list[tuple[int, int, str, str]]:
+def _image_blocks(text: bytes, parse: Callable[[bytes], object]) -> list[tuple[int, int, str, str]]:
     """Spans of the image blocks in one JSON text, with their base64 data and media type."""
     stack: list[list] = []  # per open object: [start, has a "data" key, holds a base64 source]
     blocks = []
@@ -145,9 +199,8 @@ def _image_blocks(text: bytes) -> list[tuple[int, int, str, str]]:
             start, has_data, holds_source = stack.pop()
             if not (has_data or holds_source):
                 continue
-            try:
-                obj = json.loads(text[start : m.end()])
-            except ValueError:
+            obj = parse(text[start : m.end()])
+            if obj is None:
                 continue
             if has_data and stack and isinstance(obj, dict) and obj.get("type") == "base64":
                 stack[-1][2] = True
@@ -181,7 +234,7 @@ def _after_string(text: bytes, pos: int) -> int:
 def _replace_images(text: bytes, store: ImageStore) -> tuple[bytes, list[tuple[int, int]], int]:
     """The text with its image blocks moved to the store; the replaced spans; how many."""
     pieces, spans, last = [], [], 0
-    for start, end, data, mime in sorted(_image_blocks(text)):
+    for start, end, data, mime in sorted(_image_blocks(text, store.parse_block)):
         if start < last:
             continue
         stored = store.put_base64(data, mime)
@@ -260,6 +313,6 @@ def slim_member(path: str, data: bytes, store: ImageStore) -> SlimResult:
     if not _may_hold_image(data):
         return SlimResult(data, SlimStats(0, len(data), len(data), 0), None)
     slimmed, spans, moved = _replace_images(data, store)
-    collapsed = any(data.count(b"\n", s, e) for s, e in spans)
+    collapsed = any(data.find(b"\n", s, e) >= 0 for s, e in spans)  # find: memchr, far faster than count
     line_map = _collapsed_line_map(data, spans) if collapsed else None
     return SlimResult(slimmed, SlimStats(moved, len(data), len(slimmed), 0), line_map)

@@ -32,12 +32,14 @@ from vae_pipeline.domain.sampler import sample_times
 from vae_pipeline.domain.video_facts import VideoAnalysis, analyse_video
 from vae_pipeline.sample.contest import ContestPlan, plan_contest
 from vae_pipeline.sample.planted import planted_values
+from vae_pipeline.sample.request_logs import request_logs
 from vae_pipeline.sample.video import write_video
 
 # (width, height) of the sample clips for each aspect: small, so a default run takes seconds
 SIZES = {"16:9": (192, 108), "9:16": (108, 192), "1:1": (144, 144)}
 FPS = 15
-# Delivery-size clips (what the harness really produces), for benchmarks: `generate(..., hd=True)`
+# Delivery-size clips and request logs (what the harness really produces), for benchmarks:
+# `generate(..., hd=True)`
 HD_SIZES = {"16:9": (1920, 1080), "9:16": (1080, 1920), "1:1": (1080, 1080)}
 HD_FPS = 30
 # The rubric the sample judge answers under: `_contract_rule` and `_planted_gates` are its table.
@@ -264,6 +266,8 @@ def _episode_files(plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> dic
             {"url": "https://api.anthropic.com/v1/messages", "attempt": n,
              "log": f"{home}/.cache/claude/request-{n}.log on {HARNESS_HOST}"}).encode()
     files.update(_work_files(brief, secrets))
+    if plan.hd:
+        files.update(request_logs(plan.episode_id, secrets))
     video, analysis = _video(plan, rng, rubric)
     if video is not None:
         files["out.mp4"] = video

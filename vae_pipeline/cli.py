@@ -21,7 +21,6 @@ import dagster as dg
 from vae_pipeline.definitions import defs, resources_from_environ
 from vae_pipeline.partitions import SERIES
 from vae_pipeline.refresh import (
-    REFRESH_TAG,
     failed_only_on_checks,
     next_runs,
     stale,

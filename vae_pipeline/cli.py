@@ -110,7 +110,7 @@ def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
                 (run.first if len(series) == 1 else f"{len(series)} series {run.first} … {run.last}")
             _say(f"[stage {round_number}] {where}: {names}")
             result = job.execute_in_process(instance=instance, asset_selection=list(run.keys),
-                                            raise_on_error=False, tags=run.tags(),
+                                            partition_key=run.partition_key, raise_on_error=False, tags=run.tags(),
                                             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
             for event in result.get_asset_materialization_events():
                 materialization = event.step_materialization_data.materialization

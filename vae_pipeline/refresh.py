@@ -96,10 +96,15 @@ class PlannedRun:
     last: str | None
     keys: tuple[dg.AssetKey, ...]
 
+    @property
+    def partition_key(self) -> str | None:
+        """The series, when the run covers one (the UI then shows it as the run's partition)."""
+        return self.first if self.first == self.last else None
+
     def tags(self) -> dict[str, str]:
-        """The run's tags: the refresh marker and the range of series (Dagster's own range tags)."""
+        """The run's tags: the refresh marker and a range of series (Dagster's own range tags)."""
         tags = {REFRESH_TAG: "true"}
-        if self.first is not None:
+        if self.first != self.last:
             tags[ASSET_PARTITION_RANGE_START_TAG] = self.first
             tags[ASSET_PARTITION_RANGE_END_TAG] = self.last
         return tags
@@ -169,7 +174,8 @@ def _contiguous(members: list[str], partitions: list[str]) -> list[list[str]]:
 
 
 def run_requests(items: list[StaleItem], partitions: list[str]) -> list[dg.RunRequest]:
-    return [dg.RunRequest(asset_selection=list(run.keys), tags=run.tags()) for run in next_runs(items, partitions)]
+    return [dg.RunRequest(asset_selection=list(run.keys), partition_key=run.partition_key, tags=run.tags())
+            for run in next_runs(items, partitions)]
 
 
 CHECK_FAILED_ERROR = "DagsterAssetCheckFailedError"

@@ -21,8 +21,10 @@ PARTITIONED = {"episodes", "renders", "verdicts", "labels"}
 
 
 def _runs(requests) -> list[tuple[str | None, str | None, list[str]]]:
-    """Each requested run as (first series, last series, assets): Dagster's partition range tags."""
-    return [(r.tags.get("dagster/asset_partition_range_start"), r.tags.get("dagster/asset_partition_range_end"),
+    """Each requested run as (first series, last series, assets): its partition, or Dagster's
+    partition range tags."""
+    return [(r.partition_key or r.tags.get("dagster/asset_partition_range_start"),
+             r.partition_key or r.tags.get("dagster/asset_partition_range_end"),
              sorted(k.to_user_string() for k in r.asset_selection)) for r in requests]
 
 

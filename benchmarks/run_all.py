@@ -6,6 +6,7 @@
   scrub   bench_scrub.py   scrub vs detect-secrets; bundle step vs tar + zstd
   parse   bench_parse.py   the `episodes` stage vs tar --zstd -xf + json.loads
   rehost  bench_rehost.py  a rehost of every label vs a full build (goal <= 5 %), HD clips
+  backfill bench_backfill.py runs created by a build and a rehost over many series (goal <= 10)
 
 The sizes below keep the whole run under ~10 minutes on a 2-core machine; --full runs each
 benchmark with its own defaults instead. An external tool that is missing (ffmpeg, zstd,
@@ -48,6 +49,7 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "rehost": ("bench_rehost", ["--series", "3", "--episodes", "8", "--hd"],
                [r"^cpus: ", r"^best of \d+: ", r"rehost ratio", r"^  (full build|rehost to|rehost back|no-op build)",
                 r"^    steps: ", r"^(ok|FAIL): ", r"WARNING failed run"]),
+    "backfill": ("bench_backfill", ["--series", "50"], [r"^cpus: ", r"^after ", r"^FAIL: "]),
 }
 
 

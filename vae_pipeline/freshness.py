@@ -128,7 +128,8 @@ def record_metadata(context: dg.AssetExecutionContext, source: str | None = None
     """The metadata an unpartitioned asset adds to its materialization so that staleness can be judged later."""
     spec = context.assets_def.get_asset_spec(context.asset_key)
     partitions = context.instance.get_dynamic_partitions(SERIES)
-    meta = {INPUTS_KEY: inputs_fingerprint(context.instance, spec, None, partitions, source)}
+    meta = {INPUTS_KEY: inputs_fingerprint(context.instance, spec, None, partitions, source,
+                                           cached_latest(context.instance))}
     if source is not None:
         meta[SOURCE_KEY] = source
     return meta

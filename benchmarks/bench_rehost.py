@@ -89,7 +89,7 @@ def instrumented(timing: Timing):
                 timing.steps[event.step_key] += seconds
                 steps += seconds
         keys = [k.to_user_string() for k in kwargs.get("asset_selection") or []]
-        timing.runs.append((kwargs.get("partition_key"), keys, wall, steps))
+        timing.runs.append(((kwargs.get("tags") or {}).get("dagster/asset_partition_range_start"), keys, wall, steps))
         return result
 
     def stale(*args, **kwargs):

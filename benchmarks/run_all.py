@@ -1,6 +1,6 @@
 """Run every benchmark in one process, with modest sizes, and print each one's ratios at the end.
 
-    python benchmarks/run_all.py [--only facts,scrub,bundles,parse,rehost,memory,review,leaderboard] [--full]
+    python benchmarks/run_all.py [--only facts,scrub,bundles,parse,rehost,backfill,memory,review,leaderboard] [--full]
 
   facts   bench_facts.py   renders step vs ffmpeg blackdetect+freezedetect and decode-only
   scrub   bench_scrub.py   scrub vs detect-secrets
@@ -11,6 +11,7 @@
   memory  bench_memory.py  peak RSS packing a ~2 GB episode (goal < 400 MB) vs tar + zstd
   review  bench_review.py  the review site for 500 episodes, full and after one new series (<= 5 s, <= 1 s)
   leaderboard  bench_leaderboard.py  Bradley–Terry + bootstrap vs scikit-learn's arena recipe
+  backfill bench_backfill.py runs created by a build and a rehost over many series (goal <= 10)
 
 The sizes below keep the whole run under ~15 minutes on a 2-core machine; --full runs each
 benchmark with its own defaults instead. An external tool that is missing (ffmpeg, zstd,
@@ -63,6 +64,7 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
                     [r"^cpus: ", r"^input: ", r"^ours: ", r"^sklearn", r"fit ratio", r"largest rating difference",
                      r"^whole leaderboard"]),
     "memory": ("bench_memory", [], [r"^episode: ", r"^bundle peak RSS", r"^tar -I", r"peak RSS ratio", r"not installed"]),
+    "backfill": ("bench_backfill", ["--series", "50"], [r"^cpus: ", r"^after ", r"^FAIL: "]),
 }
 
 

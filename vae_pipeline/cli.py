@@ -29,9 +29,9 @@ from vae_pipeline.domain.review_site import SITE_DIR
 from vae_pipeline.domain.scrub import ScrubConfig
 from vae_pipeline.freshness import latest_materialization
 from vae_pipeline.launch import run_job
+from vae_pipeline.partitions import SERIES
 from vae_pipeline.pools import ensure_pool_limits
 from vae_pipeline.refresh import (
-    REFRESH_TAG,
     failed_only_on_checks,
     next_runs,
     stale,
@@ -120,27 +120,31 @@ def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
     failed: list[dict] = []
     failed_keys: set[tuple[dg.AssetKey, str | None]] = set()
     for round_number in range(1, max_rounds + 1):
+        partitions = instance.get_dynamic_partitions(SERIES)
         items = [i for i in stale(instance, runs_root, project_meta, resources["scrub_settings"])
                  if (i.key, i.partition) not in failed_keys]
-        runs = next_runs(items)
+        runs = next_runs(items, partitions)
         if not runs:
             break
-        for partition, keys in runs:
-            names = ", ".join(k.to_user_string() for k in keys)
-            _say(f"[stage {round_number}] {partition or 'all series'}: {names}")
-            result = run_job("refresh", instance, partition_key=partition, asset_selection=keys,
-                             tags={REFRESH_TAG: "true"},
-                             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
+        for run in runs:
+            names = ", ".join(k.to_user_string() for k in run.keys)
+            series = [] if run.first is None else partitions[partitions.index(run.first):partitions.index(run.last) + 1]
+            where = "all series" if run.first is None else \
+                (run.first if len(series) == 1 else f"{len(series)} series {run.first} … {run.last}")
+            _say(f"[stage {round_number}] {where}: {names}")
+            result = run_job("refresh", instance, partition_key=run.partition_key, asset_selection=list(run.keys),
+                             tags=run.tags(), run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
             for event in result.get_asset_materialization_events():
                 materialization = event.step_materialization_data.materialization
                 materialized[materialization.asset_key.to_user_string()].append(materialization.partition)
             if not result.success and not failed_only_on_checks(instance, result.run_id):
                 done = {(dg.AssetKey.from_user_string(k), p) for k, ps in materialized.items() for p in ps}
-                for key in keys:
-                    if (key, partition) not in done:
-                        failed_keys.add((key, partition))
-                failed.append({"partition": partition, "assets": [k.to_user_string() for k in keys],
-                               "error": _run_error(result)})
+                for key in run.keys:
+                    for partition in series or [None]:
+                        if (key, partition) not in done:
+                            failed_keys.add((key, partition))
+                failed.append({"partition": run.first if len(series) <= 1 else f"{run.first}..{run.last}",
+                               "assets": [k.to_user_string() for k in run.keys], "error": _run_error(result)})
                 _say(f"  failed: {failed[-1]['error']}")
     return {
         "materialized": {k: sorted(v, key=lambda p: p or "") for k, v in sorted(materialized.items())},

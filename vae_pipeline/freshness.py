@@ -22,6 +22,8 @@ from vae_pipeline.partitions import SERIES
 
 INPUTS_KEY = "vae/inputs"
 SOURCE_KEY = "vae/source"
+VERSION_KEY = "vae/version"  # a series partition's own data version (a ranged run has one Dagster data version)
+UPSTREAM_KEY = "vae/upstream"  # the versions of the same series' upstream stages this partition was made from
 
 # asset key -> f(partition_key or None) giving the version of the files the asset reads
 SourceVersions = dict[dg.AssetKey, Callable[[str | None], str]]
@@ -47,9 +49,39 @@ def latest_materialization(instance: dg.DagsterInstance, key: dg.AssetKey,
     return records[0].asset_materialization if records else None
 
 
+def latest_by_partition(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, dg.AssetMaterialization]:
+    """The latest materialization of every partition of `key`, in two queries (not one per series)."""
+    ids = instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION)
+    if not ids:
+        return {}
+    records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=list(ids.values())),
+                                              limit=len(ids)).records
+    return {record.asset_materialization.partition: record.asset_materialization for record in records}
+
+
+def cached_latest(instance: dg.DagsterInstance) -> Latest:
+    """A look-up of latest materializations that asks the instance once per asset."""
+    partitioned: dict[dg.AssetKey, dict[str, dg.AssetMaterialization]] = {}
+    unpartitioned: dict[dg.AssetKey, dg.AssetMaterialization | None] = {}
+
+    def latest(key: dg.AssetKey, partition: str | None) -> dg.AssetMaterialization | None:
+        if partition is not None:
+            if key not in partitioned:
+                partitioned[key] = latest_by_partition(instance, key)
+            return partitioned[key].get(partition)
+        if key not in unpartitioned:
+            unpartitioned[key] = latest_materialization(instance, key)
+        return unpartitioned[key]
+
+    return latest
+
+
 def _version(event: dg.AssetMaterialization | None) -> str:
     if event is None:
         return "missing"
+    own = (event.metadata or {}).get(VERSION_KEY)
+    if own is not None:
+        return getattr(own, "value", own)
     return (event.tags or {}).get("dagster/data_version", "unversioned")
 
 
@@ -93,14 +125,60 @@ def _upstream_version(latest: Latest, key: dg.AssetKey, partition: str | None, p
 
 
 def record_metadata(context: dg.AssetExecutionContext, source: str | None = None) -> dict[str, str]:
-    """The metadata an asset adds to its materialization so that staleness can be judged later."""
+    """The metadata an unpartitioned asset adds to its materialization so that staleness can be judged later."""
     spec = context.assets_def.get_asset_spec(context.asset_key)
     partitions = context.instance.get_dynamic_partitions(SERIES)
-    partition = context.partition_key if context.has_partition_key else None
-    meta = {INPUTS_KEY: inputs_fingerprint(context.instance, spec, partition, partitions, source)}
+    meta = {INPUTS_KEY: inputs_fingerprint(context.instance, spec, None, partitions, source,
+                                           cached_latest(context.instance))}
     if source is not None:
         meta[SOURCE_KEY] = source
     return meta
+
+
+def series_output(context: dg.AssetExecutionContext, frames: dict[str, pl.DataFrame],
+                  metadata: dict[str, dict], sources: dict[str, str] | None = None,
+                  unversioned: tuple[str, ...] = ()) -> dg.Output:
+    """The output of a series-partitioned asset over the run's series (one, or a range).
+
+    Each series' materialization gets its own metadata: what a person reads, its data version
+    (`vae/version`, a hash of its rows and source), the fingerprint of its inputs and the versions
+    of the same series' upstream stages it was made from (`vae/upstream`). Columns in
+    `unversioned` (a timestamp) do not count in the data version."""
+    spec = context.assets_def.get_asset_spec(context.asset_key)
+    partitions = context.instance.get_dynamic_partitions(SERIES)
+    latest = cached_latest(context.instance)
+    for series, frame in frames.items():
+        source = (sources or {}).get(series)
+        upstream = {dep.asset_key.to_user_string(): _upstream_version(latest, dep.asset_key, series, partitions)
+                    for dep in spec.deps}
+        context.add_asset_metadata({
+            **metadata[series],
+            VERSION_KEY: content_version(frame.drop(unversioned).write_ndjson().encode(), source or ""),
+            INPUTS_KEY: inputs_fingerprint(context.instance, spec, series, partitions, source, latest),
+            UPSTREAM_KEY: dg.MetadataValue.json(upstream),
+            **({SOURCE_KEY: source} if source is not None else {}),
+        }, partition_key=series)
+    return dg.Output(frames)
+
+
+def outdated_stages(instance: dg.DagsterInstance, partitions: list[str], stages: list[dg.AssetKey]) -> list[str]:
+    """Each series stage that is missing, or was made from an older version of the same series'
+    upstream stages than the latest (e.g. labels older than its episodes), as "series: why"."""
+    latest = cached_latest(instance)
+    problems = []
+    for series in partitions:
+        for stage in stages:
+            event = latest(stage, series)
+            if event is None:
+                problems.append(f"{series}: {stage.to_user_string()} has not been materialized")
+                continue
+            recorded = (event.metadata or {}).get(UPSTREAM_KEY)
+            recorded = getattr(recorded, "value", recorded) or {}
+            older = sorted(name for name, version in recorded.items()
+                           if _upstream_version(latest, dg.AssetKey.from_user_string(name), series, partitions) != version)
+            if older:
+                problems.append(f"{series}: {stage.to_user_string()} is older than its {', '.join(older)}")
+    return problems
 
 
 def stale_items(instance: dg.DagsterInstance, specs: list[dg.AssetSpec], sources: SourceVersions,
@@ -110,13 +188,7 @@ def stale_items(instance: dg.DagsterInstance, specs: list[dg.AssetSpec], sources
     An asset partition whose upstream is itself stale is listed with reason `upstream stale`: its
     own verdict waits until the upstream has run (its data version may not change).
     """
-    cache: dict[tuple[dg.AssetKey, str | None], dg.AssetMaterialization | None] = {}
-
-    def latest(key: dg.AssetKey, partition: str | None) -> dg.AssetMaterialization | None:
-        if (key, partition) not in cache:
-            cache[key, partition] = latest_materialization(instance, key, partition)
-        return cache[key, partition]
-
+    latest = cached_latest(instance)
     stale: list[StaleItem] = []
     pending: set[tuple[dg.AssetKey, str | None]] = set()
     for spec in _topological(specs):

@@ -1,5 +1,10 @@
 """Asset values are polars tables stored as Parquet, one file per asset and series.
 
+A series-partitioned asset's value is a dict series -> table, over the series of its run (one,
+or a range when a backfill or `vae build` covers many series in one run); an input from a
+series-partitioned asset is such a dict too. A series whose table is missing fails the load,
+naming the stage and the series: nothing is ever left out silently.
+
 Only rows of parsed fields and counts are stored — never raw logs — so the pipeline's own
 storage holds nothing that the scrub would have had to remove.
 """
@@ -16,11 +21,15 @@ from vae_pipeline.domain.files import write_atomic
 from vae_pipeline.resources import Warehouse
 
 
+def parquet_bytes(frame: pl.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer, compression="zstd", statistics=True)
+    return buffer.getvalue()
+
+
 def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> None:
     """Parquet bytes written with `write_atomic`: a crash never leaves half a file."""
-    buffer = io.BytesIO()
-    frame.write_parquet(buffer)
-    write_atomic(path, buffer.getvalue())
+    write_atomic(path, parquet_bytes(frame))
 
 
 def table_path(warehouse: Warehouse, key: dg.AssetKey, partition: str | None) -> Path:
@@ -37,21 +46,35 @@ class ParquetTableIOManager(dg.ConfigurableIOManager):
     def _path(self, key: dg.AssetKey, partition: str | None) -> Path:
         return table_path(self.warehouse, key, partition)
 
-    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
-        partition = context.asset_partition_key if context.has_asset_partitions else None
-        write_parquet_atomic(obj, self._path(context.asset_key, partition))
+    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | dict[str, pl.DataFrame]) -> None:
+        if not context.has_asset_partitions:
+            write_parquet_atomic(obj, self._path(context.asset_key, None))
+            return
+        expected = set(context.asset_partition_keys)
+        if not isinstance(obj, dict) or set(obj) != expected:
+            got = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
+            raise dg.DagsterInvariantViolationError(
+                f"{context.asset_key.to_user_string()} must return a table for each series of the run "
+                f"({', '.join(sorted(expected))}), got {got}")
+        for series, frame in obj.items():
+            write_parquet_atomic(frame, self._path(context.asset_key, series))
 
-    def load_input(self, context: dg.InputContext) -> pl.DataFrame:
+    def load_input(self, context: dg.InputContext) -> pl.DataFrame | dict[str, pl.DataFrame]:
         key = context.asset_key
         if not context.has_asset_partitions:
             return pl.read_parquet(self._path(key, None))
         partitions = context.asset_partition_keys
+        missing = [series for series in partitions if not self._path(key, series).exists()]
+        if missing:
+            raise dg.Failure(description=f"{key.to_user_string()} has not been materialized for series "
+                                         f"{', '.join(missing)}: materialize it for them first")
         # each series' rows carry their series, so a roll-up can join on (series, id)
-        frames = [_with_series(pl.read_parquet(path), k) for k in partitions
-                  if (path := self._path(key, k)).exists()]
-        if len(partitions) == 1 and not frames:
-            raise FileNotFoundError(f"{key.to_user_string()} has not been materialized for {partitions[0]}")
-        return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+        return {series: _with_series(pl.read_parquet(self._path(key, series)), series) for series in partitions}
+
+
+def series_tables(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """Every series' table of a series-partitioned input, as one table (for a roll-up)."""
+    return pl.concat(list(frames.values()), how="diagonal_relaxed") if frames else pl.DataFrame()
 
 
 def _with_series(frame: pl.DataFrame, series: str) -> pl.DataFrame:

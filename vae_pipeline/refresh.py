@@ -10,6 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import dagster as dg
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from vae_pipeline.assets import ASSETS
 from vae_pipeline.assets.bundles import bundles
@@ -100,36 +101,96 @@ def stale(instance: dg.DagsterInstance, runs_root: RunsRoot, project_meta: Proje
 COSTLY = {renders.key, bundles.key}
 
 
-def next_runs(items: list[StaleItem]) -> list[tuple[str | None, list[dg.AssetKey]]]:
-    """The runs to launch now, one per series (and one for the unpartitioned assets).
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run to launch: assets over a contiguous range of series (`first`..`last`, in partition
+    order), or unpartitioned assets only (`first` None); a run over a range may also hold
+    unpartitioned assets."""
 
-    A run holds the stale assets whose upstream is fresh, and the assets downstream of them in
-    the same run that only wait on them (Dagster runs them in order): a downstream asset whose
-    upstream then produced the same data re-runs needlessly, a cheap price for fewer runs — except
-    the costly ones, which join only when their upstream is missing altogether.
+    first: str | None
+    last: str | None
+    keys: tuple[dg.AssetKey, ...]
+
+    @property
+    def partition_key(self) -> str | None:
+        """The series, when the run covers one (the UI then shows it as the run's partition)."""
+        return self.first if self.first == self.last else None
+
+    def tags(self) -> dict[str, str]:
+        """The run's tags: the refresh marker and a range of series (Dagster's own range tags)."""
+        tags = {REFRESH_TAG: "true"}
+        if self.first != self.last:
+            tags[ASSET_PARTITION_RANGE_START_TAG] = self.first
+            tags[ASSET_PARTITION_RANGE_END_TAG] = self.last
+        return tags
+
+
+def next_runs(items: list[StaleItem], partitions: list[str]) -> list[PlannedRun]:
+    """The runs to launch now: each stage over every stale series it can run for, in as few runs as
+    the series' order allows (one run per contiguous range of series needing the same assets).
+
+    A run holds the stale assets whose upstream is fresh, and the assets downstream of them that
+    only wait on them (Dagster runs them in order): a downstream asset whose upstream then produced
+    the same data re-runs needlessly, a cheap price for fewer runs — except the costly ones, which
+    join only when their upstream is missing altogether. When everything stale fits one range of
+    series, the unpartitioned assets join that run too (a rehost of every series: `rubric`,
+    `labels` over all series and the roll-up in one run); otherwise the roll-up waits for the
+    series' runs.
     """
+    combined = _assign(items, across=True)
+    series_keys = {p: keys for p, keys in combined.items() if p is not None}
+    if len({tuple(keys) for keys in series_keys.values()}) <= 1:
+        blocks = _contiguous(sorted(series_keys, key=partitions.index), partitions)
+        if len(blocks) == 1:
+            keys = tuple(dict.fromkeys([*combined.get(None, []), *next(iter(series_keys.values()))]))
+            return [PlannedRun(blocks[0][0], blocks[0][-1], keys)]
+    by_partition = _assign(items, across=False)
+    groups: dict[tuple[dg.AssetKey, ...], list[str]] = defaultdict(list)
+    for partition, keys in by_partition.items():
+        if partition is not None:
+            groups[tuple(keys)].append(partition)
+    runs = [PlannedRun(block[0], block[-1], keys) for keys, members in groups.items()
+            for block in _contiguous(sorted(members, key=partitions.index), partitions)]
+    runs.sort(key=lambda run: partitions.index(run.first))
+    if None in by_partition:
+        runs.append(PlannedRun(None, None, tuple(by_partition[None])))
+    return runs
+
+
+def _assign(items: list[StaleItem], across: bool) -> dict[str | None, list[dg.AssetKey]]:
+    """Which stale assets run now, by series (None: unpartitioned). With `across`, an asset may
+    wait on assets of other partitions scheduled now (they will share one run)."""
     by_partition: dict[str | None, list[dg.AssetKey]] = defaultdict(list)
     scheduled: dict[tuple[dg.AssetKey, str | None], str] = {}
     for item in items:  # in dependency order
         if item.reason != "upstream stale":
             joins = True
         else:
-            same_run = all(part == item.partition and (key, part) in scheduled for key, part in item.waits_on)
+            same_run = all((across or part == item.partition) and (key, part) in scheduled
+                           for key, part in item.waits_on)
             only_missing = all(scheduled.get(wait) == "missing" for wait in item.waits_on)
             joins = same_run and (item.key not in COSTLY or only_missing)
         if joins:
             by_partition[item.partition].append(item.key)
             scheduled[item.key, item.partition] = item.reason if item.reason != "upstream stale" else \
                 ("missing" if all(scheduled.get(w) == "missing" for w in item.waits_on) else "changed")
-    return sorted(by_partition.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
+    return by_partition
 
 
-def run_requests(items: list[StaleItem]) -> list[dg.RunRequest]:
-    return [
-        dg.RunRequest(asset_selection=keys, partition_key=partition, tags={REFRESH_TAG: "true"})
-        for partition, keys in next_runs(items)
-    ]
+def _contiguous(members: list[str], partitions: list[str]) -> list[list[str]]:
+    """`members` (in partition order) cut into runs of neighbours in `partitions`."""
+    blocks: list[list[str]] = []
+    for series in members:
+        if blocks and partitions.index(series) == partitions.index(blocks[-1][-1]) + 1:
+            blocks[-1].append(series)
+        else:
+            blocks.append([series])
+    return blocks
 
+
+def run_requests(items: list[StaleItem], partitions: list[str]) -> list[dg.RunRequest]:
+    return [dg.RunRequest(asset_selection=list(run.keys), partition_key=run.partition_key, tags=run.tags())
+            for run in next_runs(items, partitions)]
 
 
 CHECK_FAILED_ERROR = "DagsterAssetCheckFailedError"

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from vae_pipeline.jobs import refresh_job
+from vae_pipeline.partitions import SERIES
 from vae_pipeline.refresh import run_requests, stale, sync_series
 from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings
 
@@ -15,5 +16,6 @@ def nightly_refresh(context: dg.ScheduleEvaluationContext, runs_root: RunsRoot, 
     changes = sync_series(context.instance, runs_root)
     for skipped in changes.skipped:
         context.log.warning(f"skipped folder {skipped.name}: {skipped.reason}")
-    requests = run_requests(stale(context.instance, runs_root, project_meta, scrub_settings))
+    requests = run_requests(stale(context.instance, runs_root, project_meta, scrub_settings),
+                            context.instance.get_dynamic_partitions(SERIES))
     return requests or dg.SkipReason("everything is up to date")

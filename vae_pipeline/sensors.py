@@ -29,7 +29,7 @@ def new_series_sensor(context: dg.SensorEvaluationContext, runs_root: RunsRoot,
     context.instance.add_dynamic_partitions(SERIES, changes.added)
     new = set(changes.added)
     items = [item for item in stale(context.instance, runs_root, project_meta, scrub_settings) if item.partition in new]
-    return dg.SensorResult(run_requests=run_requests(items))
+    return dg.SensorResult(run_requests=run_requests(items, context.instance.get_dynamic_partitions(SERIES)))
 
 
 def continue_refresh(context: dg.RunStatusSensorContext, runs_root: RunsRoot, project_meta: ProjectMeta,
@@ -41,7 +41,8 @@ def continue_refresh(context: dg.RunStatusSensorContext, runs_root: RunsRoot, pr
         dg.RunsFilter(statuses=IN_FLIGHT, tags={REFRESH_TAG: "true"}), limit=1)
     if in_flight:
         return dg.SkipReason("refresh runs still in flight")
-    requests = run_requests(stale(context.instance, runs_root, project_meta, scrub_settings))
+    requests = run_requests(stale(context.instance, runs_root, project_meta, scrub_settings),
+                            context.instance.get_dynamic_partitions(SERIES))
     return requests or dg.SkipReason("everything is up to date")
 
 

@@ -5,7 +5,6 @@ import shutil
 
 import dagster as dg
 import duckdb
-import pytest
 
 from vae_pipeline.assets.episodes import episodes
 from vae_pipeline.assets.meta import rubric
@@ -21,6 +20,14 @@ from vae_pipeline.settings import apply_defaults
 from vae_pipeline_tests.conftest import copy_runs
 
 PARTITIONED = {"episodes", "renders", "verdicts", "labels"}
+
+
+def _runs(requests) -> list[tuple[str | None, str | None, list[str]]]:
+    """Each requested run as (first series, last series, assets): its partition, or Dagster's
+    partition range tags."""
+    return [(r.partition_key or r.tags.get("dagster/asset_partition_range_start"),
+             r.partition_key or r.tags.get("dagster/asset_partition_range_end"),
+             sorted(k.to_user_string() for k in r.asset_selection)) for r in requests]
 
 
 def _resources_env(runs, monkeypatch) -> dict[str, str]:
@@ -41,10 +48,9 @@ def test_new_series_sensor_adds_partitions_and_requests_their_runs(sample_runs, 
         with dg.build_sensor_context(instance=instance, resources=resources) as context:
             result = new_series_sensor(context)
         assert sorted(instance.get_dynamic_partitions(SERIES)) == sorted(sample_runs.series)
-        requested = {r.partition_key: {k.to_user_string() for k in r.asset_selection} for r in result.run_requests}
-        assert set(requested) == set(sample_runs.series)
-        # a new series' first run parses it and builds what is missing downstream of it
-        assert all(keys == {"episodes", "renders", "verdicts", "bundles"} for keys in requested.values())
+        # the new series' first stages run in one run over all of them (labels wait for the rubric)
+        first, *_, last = sorted(sample_runs.series)
+        assert _runs(result.run_requests) == [(first, last, ["bundles", "episodes", "renders", "verdicts"])]
         assert all(r.tags[REFRESH_TAG] == "true" for r in result.run_requests)
         with dg.build_sensor_context(instance=instance, resources=resources) as context:
             again = new_series_sensor(context)
@@ -65,8 +71,10 @@ def test_nightly_schedule_requests_only_what_is_stale(sample_runs, pipeline_env,
     series_json.write_text(json.dumps({**json.loads(series_json.read_text()), "series_id": "2026-11-01-s9"}))
     with dg.build_schedule_context(instance=instance, resources=resources) as context:
         requests = nightly_refresh(context)
-    assert [(r.partition_key, sorted(k.to_user_string() for k in r.asset_selection)) for r in requests] == [
-        ("2026-11-01-s9", ["bundles", "episodes", "labels", "renders", "verdicts"])]
+    # the new series' stages and, in the same run after them, the roll-up (once, not once per series)
+    assert _runs(requests) == [("2026-11-01-s9", "2026-11-01-s9", [
+        "bundles", "dataset_card", "dataset_episodes", "dataset_rows", "episode_table", "episodes", "labels",
+        "renders", "verdicts"])]
     assert "2026-11-01-s9" in instance.get_dynamic_partitions(SERIES)
 
 
@@ -83,13 +91,13 @@ def test_followup_sensor_launches_the_next_stage(sample_runs, pipeline_env, tmp_
                                                  dagster_run=result.dagster_run, dagster_event=success,
                                                  resources=resources)
     requests = refresh_followup_sensor(context)
-    by_partition = {r.partition_key: sorted(k.to_user_string() for k in r.asset_selection) for r in requests}
-    # the finished series moves on to its next stage; the others start from episodes, and what is
-    # missing downstream of it in the same series comes along; labels wait for the rubric's run
-    assert by_partition[series] == ["bundles", "renders", "verdicts"]
-    assert all(by_partition[s] == ["bundles", "episodes", "renders", "verdicts"]
-               for s in sample_runs.series if s != series)
-    assert by_partition[None] == ["brief_bank", "dataset_meta", "rubric"]
+    # the finished series moves on to its next stage; the others start from episodes in one run
+    # over both, and what is missing downstream of it in the same series comes along; labels wait
+    # for the rubric's run
+    _, second, third = sorted(sample_runs.series)
+    assert _runs(requests) == [(series, series, ["bundles", "renders", "verdicts"]),
+                               (second, third, ["bundles", "episodes", "renders", "verdicts"]),
+                               (None, None, ["brief_bank", "dataset_meta", "rubric"])]
 
 
 def test_rubric_switch_rehosts_labels_only(sample_runs, pipeline_env, tmp_path):

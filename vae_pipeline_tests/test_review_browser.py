@@ -9,7 +9,6 @@ brief (the site shows the brief, scrubbed); the index shows the leaderboard the 
 
 from __future__ import annotations
 
-import io
 import json
 import random
 import threading

@@ -11,8 +11,8 @@ import polars as pl
 from vae_pipeline.domain.bundle import build_bundle
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.scrub import ScrubConfig
-from vae_pipeline.freshness import frame_version, record_metadata
-from vae_pipeline.partitions import series_partitions
+from vae_pipeline.freshness import series_output
+from vae_pipeline.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings, Warehouse
 from vae_pipeline.scrubbing import scrub_config, scrub_source
 from vae_pipeline.ui import markdown_table
@@ -64,12 +64,23 @@ def bundle_rows(runs_root: RunsRoot, warehouse: Warehouse, rows: list[dict], con
         yield from pool.map(lambda row: bundle_episode(runs_root, warehouse, row, config, zstd_threads), rows)
 
 
-@dg.asset(partitions_def=series_partitions, code_version="bundles-1", group_name="series", kinds={"zstd"},
-          pool="bundles")  # vae_pipeline.pools
+@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="bundles-1",
+          group_name="series", kinds={"zstd"}, pool="bundles")  # vae_pipeline.pools
 def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
-            warehouse: Warehouse, scrub_settings: ScrubSettings, episodes: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+            warehouse: Warehouse, scrub_settings: ScrubSettings,
+            episodes: dict[str, pl.DataFrame]) -> dg.Output[dict[str, pl.DataFrame]]:
     """The scrubbed, slimmed, byte-reproducible archive of every valid episode, and its manifest parts."""
     config = scrub_config(scrub_settings, project_meta)
+    source = scrub_source(project_meta, scrub_settings)
+    frames, metadata = {}, {}
+    for series in context.partition_keys:
+        frames[series], metadata[series] = bundle_series(context, runs_root, warehouse, config, episodes[series])
+    return series_output(context, frames, metadata, dict.fromkeys(frames, source))
+
+
+def bundle_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, warehouse: Warehouse,
+                  config: ScrubConfig, episodes: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
+    """One series' archives, and what its materialization shows."""
     valid = episodes.filter(pl.col("valid")).to_dicts()
     rows = []
     for number, row in enumerate(bundle_rows(runs_root, warehouse, valid, config, os.cpu_count() or 1), start=1):
@@ -78,7 +89,7 @@ def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
             context.log.info(f"bundled {number} of {len(valid)} episodes")
     frame = pl.DataFrame(rows, schema=BUNDLES_SCHEMA)
     findings = frame.select("id", "findings").explode("findings").unnest("findings").drop_nulls("kind")
-    return dg.Output(frame, data_version=frame_version(frame), metadata={
+    return frame, {
         "archives": frame.filter(pl.col("bundle_error").is_null()).height,
         "bytes": int(frame["archive_size"].sum() or 0),
         "redacted_keys": int(frame["redacted_keys"].sum() or 0),
@@ -86,5 +97,4 @@ def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
         "findings": markdown_table(findings, ("id", "file", "line", "kind", "allowed")),
         "preview": markdown_table(frame, ("id", "archive", "archive_size", "redacted_keys", "blocking_findings",
                                           "bundle_error")),
-        **record_metadata(context, scrub_source(project_meta, scrub_settings)),
-    })
+    }

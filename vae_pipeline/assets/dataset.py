@@ -1,14 +1,14 @@
 """`episode_table` (every series, in DuckDB and Parquet) and `dataset_rows` (the published rows)."""
 
-import io
-
 import dagster as dg
 import polars as pl
 
+from vae_pipeline.assets.labels import label_history_view
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version, write_if_changed
 from vae_pipeline.domain.rows import dataset_frame, load_withheld, publishable
-from vae_pipeline.freshness import frame_version, record_metadata
+from vae_pipeline.freshness import frame_version, outdated_stages, record_metadata
+from vae_pipeline.io_manager import parquet_bytes, series_tables
 from vae_pipeline.resources import DatasetFolder, ProjectMeta, Warehouse
 from vae_pipeline.ui import markdown_table
 
@@ -16,11 +16,15 @@ WITHHELD = "withheld.jsonl"
 
 
 def store_in_duckdb(warehouse: Warehouse, table: pl.DataFrame) -> None:
-    """Replace the `episode_table` table in one transaction (readers see the old or the new)."""
+    """Replace the `episode_table` table in one transaction (readers see the old or the new), and
+    point the `label_history` view at the label generations' Parquet files."""
+    history = label_history_view(warehouse)
     with warehouse.connect() as con:
         con.execute("BEGIN")
         con.register("incoming", table.to_arrow())
         con.execute("CREATE OR REPLACE TABLE episode_table AS SELECT * FROM incoming")
+        if history is not None:
+            con.execute(f"CREATE OR REPLACE VIEW label_history AS {history}")
         con.execute("COMMIT")
 
 
@@ -60,12 +64,22 @@ def join_stages(episodes: pl.DataFrame, *stages: pl.DataFrame) -> pl.DataFrame:
     ).sort("series", "id")
 
 
+SERIES_STAGES = [dg.AssetKey(name) for name in ("renders", "verdicts", "labels", "bundles")]
+
+
 @dg.asset(code_version="episode_table-1", group_name="dataset", kinds={"duckdb", "parquet"})
-def episode_table(context: dg.AssetExecutionContext, warehouse: Warehouse, episodes: pl.DataFrame,
-                  renders: pl.DataFrame, verdicts: pl.DataFrame, labels: pl.DataFrame,
-                  bundles: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-    """Every episode of every series, valid or not, joined across the stages; also in DuckDB."""
-    table = join_stages(episodes, renders, verdicts, labels, bundles)
+def episode_table(context: dg.AssetExecutionContext, warehouse: Warehouse, episodes: dict[str, pl.DataFrame],
+                  renders: dict[str, pl.DataFrame], verdicts: dict[str, pl.DataFrame],
+                  labels: dict[str, pl.DataFrame], bundles: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
+    """Every episode of every series, valid or not, joined across the stages; also in DuckDB.
+
+    Refuses (naming the series and the stage) when a series' stage is missing or older than the
+    upstream stages it is made from: the rows would read as unjudged or without archives."""
+    outdated = outdated_stages(context.instance, sorted(episodes), SERIES_STAGES)
+    if outdated:
+        raise dg.Failure(description=f"{len(outdated)} series stage(s) missing or out of date: "
+                                     f"{'; '.join(outdated[:20])}. Materialize them first (vae build does).")
+    table = join_stages(*(series_tables(stage) for stage in (episodes, renders, verdicts, labels, bundles)))
     store_in_duckdb(warehouse, table)
     invalid = table.filter(~pl.col("valid")) if table.height else table
     return dg.Output(table, data_version=frame_version(table), metadata={
@@ -84,12 +98,6 @@ def withheld_source(project_meta: ProjectMeta) -> str:
 
 def jsonl_bytes(frame: pl.DataFrame) -> bytes:
     return frame.write_ndjson().encode()
-
-
-def parquet_bytes(frame: pl.DataFrame) -> bytes:
-    buffer = io.BytesIO()
-    frame.write_parquet(buffer, compression="zstd", statistics=True)
-    return buffer.getvalue()
 
 
 

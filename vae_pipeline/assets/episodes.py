@@ -12,8 +12,8 @@ from vae_pipeline.domain.series import (
     read_series_json,
     series_fingerprint,
 )
-from vae_pipeline.freshness import content_version, frame_version, record_metadata
-from vae_pipeline.partitions import series_partitions
+from vae_pipeline.freshness import content_version, series_output
+from vae_pipeline.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings
 from vae_pipeline.scrubbing import replacements_source, scrub_config
 from vae_pipeline.ui import markdown_table
@@ -68,26 +68,25 @@ def episodes_source(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settin
                            replacements_source(scrub_settings))
 
 
-@dg.asset(partitions_def=series_partitions, code_version="episodes-1", group_name="series",
-          kinds={"polars", "parquet"})
+@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="episodes-1",
+          group_name="series", kinds={"polars", "parquet"})
 def episodes(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
-             scrub_settings: ScrubSettings) -> dg.Output[pl.DataFrame]:
-    """Every episode of the series — run folder or archive — parsed, counted and validated."""
-    frame, source = parse_series(runs_root, project_meta, scrub_settings, context.partition_key)
-    invalid = frame.filter(~pl.col("valid"))
-    for row in invalid.iter_rows(named=True):
-        where = row["error_file"] + (f":{row['error_line']}" if row["error_line"] is not None else "")
-        context.log.warning(f"invalid episode {row['id']}: {where}: {row['error_reason']}")
-    return dg.Output(
-        frame,
-        data_version=frame_version(frame, source),
-        metadata={
+             scrub_settings: ScrubSettings) -> dg.Output[dict[str, pl.DataFrame]]:
+    """Every episode of each series — run folder or archive — parsed, counted and validated."""
+    frames, metadata, sources = {}, {}, {}
+    for series in context.partition_keys:
+        frame, sources[series] = parse_series(runs_root, project_meta, scrub_settings, series)
+        invalid = frame.filter(~pl.col("valid"))
+        for row in invalid.iter_rows(named=True):
+            where = row["error_file"] + (f":{row['error_line']}" if row["error_line"] is not None else "")
+            context.log.warning(f"invalid episode {row['id']}: {where}: {row['error_reason']}")
+        frames[series] = frame
+        metadata[series] = {
             "episodes": frame.height,
             "valid": frame.height - invalid.height,
             "invalid": invalid.height,
             "series_status": frame["series_status"][0] if frame.height else "empty",
             "warnings": int(frame["warnings"].list.len().sum() or 0),
             "preview": markdown_table(frame, PREVIEW),
-            **record_metadata(context, source),
-        },
-    )
+        }
+    return series_output(context, frames, metadata, sources)

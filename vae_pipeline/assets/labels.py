@@ -2,22 +2,27 @@
 
 Rehosting lives here: a new rubric in force (the `rubric` asset's data version) or a change to
 the gate code (this asset's code version) makes `labels` stale and nothing upstream, so a
-rehost never parses, decodes or calls a model. Every label change is appended to the
-`label_history` table of the DuckDB warehouse.
+rehost never parses, decodes or calls a model. Every label change is appended to the series'
+label generations (append-only Parquet), which DuckDB reads as `label_history`.
 """
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
+from vae_pipeline.assets.meta import rubric_file
 from vae_pipeline.assets.verdicts import answer_of
+from vae_pipeline.domain.files import create_new
 from vae_pipeline.domain.host import carry_history, host_verdict
-from vae_pipeline.domain.rubric import AXES, load_rubric
-from vae_pipeline.freshness import frame_version, record_metadata
-from vae_pipeline.partitions import series_partitions
+from vae_pipeline.domain.rubric import AXES, RubricError, load_rubric
+from vae_pipeline.freshness import series_output
+from vae_pipeline.io_manager import parquet_bytes
+from vae_pipeline.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.resources import ProjectMeta, Warehouse
 from vae_pipeline.ui import markdown_table
 
@@ -63,86 +68,132 @@ def compute_labels(episodes: pl.DataFrame, renders: pl.DataFrame, verdicts: pl.D
     return pl.DataFrame(rows, schema=LABELS_SCHEMA)
 
 
-def previous_labels(warehouse: Warehouse, series: str) -> dict[str, dict]:
-    with warehouse.connect() as con:
-        _ensure_tables(con)
-        rows = con.execute("SELECT id, label, rehosted_at, previous_final_label FROM labels_latest "
-                           "WHERE series = ?", [series]).fetchall()
-    return {r[0]: {"label": r[1], "rehosted_at": r[2], "previous_final_label": r[3]} for r in rows}
+LABEL_STATE = "label_state"
+STATE_SCHEMA = {
+    "series": pl.String, "id": pl.String, "label": pl.String, "rehosted_at": pl.String,
+    "previous_final_label": pl.String, "changed": pl.Boolean, "old_label": pl.String,
+    "host_rubric_version": pl.String, "changed_at": pl.String,
+}  # fmt: skip
 
 
-def _ensure_tables(con) -> None:
-    con.execute("CREATE TABLE IF NOT EXISTS labels_latest (series VARCHAR, id VARCHAR, label VARCHAR, "
-                "rehosted_at VARCHAR, previous_final_label VARCHAR, PRIMARY KEY (series, id))")
-    con.execute("CREATE TABLE IF NOT EXISTS label_history (series VARCHAR, id VARCHAR, old_label VARCHAR, "
-                "new_label VARCHAR, host_rubric_version VARCHAR, changed_at VARCHAR)")
+def state_dir(warehouse: Warehouse, series: str) -> Path:
+    return warehouse.root / LABEL_STATE / series
 
 
-def record_labels(warehouse: Warehouse, series: str, labels: pl.DataFrame, previous: dict[str, dict],
-                  now: str) -> list[tuple[str | None, str | None]]:
-    """Store the labels as the latest and append every change to label_history; return the changes."""
-    changes = [(previous[r["id"]]["label"], r["label"], r["id"], r["host_rubric_version"])
-               for r in labels.iter_rows(named=True)
-               if r["id"] in previous and previous[r["id"]]["label"] != r["label"]]
-    with warehouse.connect() as con:
-        _ensure_tables(con)
-        con.execute("BEGIN")
-        con.execute("DELETE FROM labels_latest WHERE series = ?", [series])
-        latest = [(series, r["id"], r["label"], r["rehosted_at"], r["previous_final_label"])
-                  for r in labels.iter_rows(named=True)]
-        history = [(series, episode_id, old, new, version, now) for old, new, episode_id, version in changes]
-        if latest:
-            con.executemany("INSERT INTO labels_latest VALUES (?, ?, ?, ?, ?)", latest)
-        if history:
-            con.executemany("INSERT INTO label_history VALUES (?, ?, ?, ?, ?, ?)", history)
-        con.execute("COMMIT")
-    return [(old, new) for old, new, _, _ in changes]
+def latest_state(warehouse: Warehouse, series: str) -> tuple[int, dict[str, dict]]:
+    """The series' last label generation: its number (0: none yet) and each episode's
+    {label, rehosted_at, previous_final_label}."""
+    files = sorted(state_dir(warehouse, series).glob("*.parquet"))
+    if not files:
+        return 0, {}
+    rows = pl.read_parquet(files[-1]).iter_rows(named=True)
+    return int(files[-1].stem), {r["id"]: {k: r[k] for k in ("label", "rehosted_at", "previous_final_label")}
+                                 for r in rows}
+
+
+def record_labels(warehouse: Warehouse, series: str, compute: Callable[[dict[str, dict]], pl.DataFrame],
+                  now: str) -> tuple[pl.DataFrame, list[tuple[str | None, str | None]]]:
+    """Compute the series' labels from its last generation and append the next one; return the
+    labels and the changes this call recorded.
+
+    Each generation is a Parquet file `label_state/<series>/<n>.parquet`, never rewritten: every
+    episode's latest label, with the rows whose label changed flagged (`label_history` is those
+    rows, read by DuckDB). A file is created only if no other writer created generation n first
+    (`create_new`); the loser reads the winner's generation and computes again, so two processes
+    labelling the same series at once never record a change twice nor lose one."""
+    while True:
+        generation, previous = latest_state(warehouse, series)
+        frame = compute(previous)
+        rows = []
+        for r in frame.iter_rows(named=True):
+            before = previous.get(r["id"])
+            changed = before is not None and before["label"] != r["label"]
+            rows.append({"series": series, "id": r["id"], "label": r["label"], "rehosted_at": r["rehosted_at"],
+                         "previous_final_label": r["previous_final_label"], "changed": changed,
+                         "old_label": before["label"] if changed else None,
+                         "host_rubric_version": r["host_rubric_version"], "changed_at": now if changed else None})
+        state = pl.DataFrame(rows, schema=STATE_SCHEMA)
+        changes = [(r["old_label"], r["label"]) for r in rows if r["changed"]]
+        unchanged = {r["id"]: {k: r[k] for k in ("label", "rehosted_at", "previous_final_label")} for r in rows} == previous
+        if unchanged or create_new(state_dir(warehouse, series) / f"{generation + 1:08d}.parquet", parquet_bytes(state)):
+            return frame, changes
+
+
+def label_history_view(warehouse: Warehouse) -> str | None:
+    """DuckDB SQL for the history of every label change (every generation's changed rows), or
+    None before the first label."""
+    root = warehouse.root / LABEL_STATE
+    if not any(root.glob("*/*.parquet")):
+        return None
+    pattern = (root / "*" / "*.parquet").as_posix().replace("'", "''")
+    return ("SELECT series, id, old_label, label AS new_label, host_rubric_version, changed_at "
+            f"FROM read_parquet('{pattern}') WHERE changed")
 
 
 def _label_name(label: str | None) -> str:
     return label or "unjudged"
 
 
-@dg.asset(partitions_def=series_partitions, code_version=HOST_CODE_VERSION, group_name="series",
-          kinds={"duckdb", "parquet"},
+@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version=HOST_CODE_VERSION,
+          group_name="series", kinds={"duckdb", "parquet"},
           check_specs=[dg.AssetCheckSpec("labels_add_up", asset="labels"),
                        dg.AssetCheckSpec("no_drift_from_stored_host_label", asset="labels")])
 def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehouse: Warehouse,
-           episodes: pl.DataFrame, renders: pl.DataFrame, verdicts: pl.DataFrame, rubric: pl.DataFrame):
+           episodes: dict[str, pl.DataFrame], renders: dict[str, pl.DataFrame],
+           verdicts: dict[str, pl.DataFrame], rubric: pl.DataFrame):
     """label, host_rule, host_gates_failed, positive_eligible and the rehosting history, per episode."""
-    in_force = rubric.row(0, named=True)
-    loaded = load_rubric(project_meta.root / in_force["file"])
-    if loaded.sha256 != in_force["sha256"]:
-        raise dg.Failure(description=f"{in_force['file']} changed since the rubric asset ran; "
-                                     "materialize `rubric` first")
-    series = context.partition_key
+    loaded = rubric_checked_in_force(project_meta, rubric)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    previous = previous_labels(warehouse, series)
-    frame = compute_labels(episodes, renders, verdicts, loaded, previous, now)
-    changes = record_labels(warehouse, series, frame, previous, now)
-    transitions = Counter(f"{_label_name(old)} → {_label_name(new)}" for old, new in changes)
-    counts = Counter(_label_name(label) for label in frame["label"].to_list())
-    yield dg.Output(frame, data_version=frame_version(frame.drop("rehosted_at")), metadata={
-        "episodes": frame.height,
-        "host_rubric_version": loaded.version,
-        "labels": dg.MetadataValue.json(dict(sorted(counts.items()))),
-        "labels_changed": len(changes),
-        "transitions": dg.MetadataValue.md("\n".join(f"- {t}: {n}" for t, n in sorted(transitions.items()))
-                                           or "no label changed"),
-        "preview": markdown_table(frame, ("id", "label", "host_rule", "host_gates_failed", "positive_eligible",
-                                          "previous_final_label", "rehosted_at")),
-        **record_metadata(context),
-    })
-    expected = episodes.filter(pl.col("valid")).height - verdicts.filter(~pl.col("judge_valid")).height
+    frames, metadata, not_adding_up, drifted = {}, {}, [], []
+    for series in context.partition_keys:
+        frame, changes = record_labels(
+            warehouse, series,
+            lambda previous, s=series: compute_labels(episodes[s], renders[s], verdicts[s], loaded, previous, now), now)
+        frames[series] = frame
+        transitions = Counter(f"{_label_name(old)} → {_label_name(new)}" for old, new in changes)
+        counts = Counter(_label_name(label) for label in frame["label"].to_list())
+        metadata[series] = {
+            "episodes": frame.height,
+            "host_rubric_version": loaded.version,
+            "labels": dg.MetadataValue.json(dict(sorted(counts.items()))),
+            "labels_changed": len(changes),
+            "transitions": dg.MetadataValue.md("\n".join(f"- {t}: {n}" for t, n in sorted(transitions.items()))
+                                               or "no label changed"),
+            "preview": markdown_table(frame, ("id", "label", "host_rule", "host_gates_failed", "positive_eligible",
+                                              "previous_final_label", "rehosted_at")),
+        }
+        expected = episodes[series].filter(pl.col("valid")).height - verdicts[series].filter(~pl.col("judge_valid")).height
+        if not sum(counts.values()) == expected == frame.height:
+            not_adding_up.append(f"{series}: {dict(sorted(counts.items()))} add up to {sum(counts.values())} "
+                                 f"of {expected} labelled episodes")
+        drifted += frame.filter((pl.col("judge_rubric_version") == loaded.version)
+                                & pl.col("stored_host_label").is_not_null()
+                                & (pl.col("stored_host_label") != pl.col("label").fill_null("unjudged"))).to_dicts()
+    yield series_output(context, frames, metadata, unversioned=("rehosted_at",))
     yield dg.AssetCheckResult(
-        check_name="labels_add_up", passed=sum(counts.values()) == expected == frame.height,
-        description=f"{dict(sorted(counts.items()))} add up to {sum(counts.values())} of {expected} labelled episodes")
-    drift = frame.filter((pl.col("judge_rubric_version") == loaded.version) & pl.col("stored_host_label").is_not_null()
-                         & (pl.col("stored_host_label") != pl.col("label").fill_null("unjudged")))
+        check_name="labels_add_up", passed=not not_adding_up,
+        description="; ".join(not_adding_up) or "every labelled episode has exactly one label")
     yield dg.AssetCheckResult(
-        check_name="no_drift_from_stored_host_label", passed=drift.height == 0,
+        check_name="no_drift_from_stored_host_label", passed=not drifted,
         severity=dg.AssetCheckSeverity.WARN,
         description="recomputed labels equal the stored host labels under the judge's rubric version"
-        if drift.height == 0 else "differ from judge.json host.label: " + ", ".join(
-            f"{r['id']} ({r['stored_host_label']} → {_label_name(r['label'])})" for r in drift.head(30).iter_rows(named=True)),
-        metadata={"drifted": drift.height})
+        if not drifted else "differ from judge.json host.label: " + ", ".join(
+            f"{r['id']} ({r['stored_host_label']} → {_label_name(r['label'])})" for r in drifted[:30]),
+        metadata={"drifted": len(drifted)})
+
+
+def rubric_checked_in_force(project_meta: ProjectMeta, rubric: pl.DataFrame):
+    """The rubric the `rubric` asset stored, refused unless it is the one in force now
+    (`VAE_RUBRIC_VERSION` and the file's bytes): a job that labels without re-materializing
+    `rubric` first must fail, not label under the old rubric."""
+    stored = rubric.row(0, named=True)
+    try:
+        in_force = rubric_file(project_meta)
+    except RubricError as exc:
+        raise dg.Failure(description=str(exc)) from None
+    loaded = load_rubric(in_force)
+    if (in_force.relative_to(project_meta.root).as_posix(), loaded.sha256) != (stored["file"], stored["sha256"]):
+        raise dg.Failure(description=f"the rubric in force is {loaded.version} ({in_force.name}) but the `rubric` "
+                                     f"asset holds {stored['version']}: materialize `rubric` first (the rehost "
+                                     "job does)")
+    return loaded

@@ -16,9 +16,9 @@ from vae_pipeline.domain.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.rubric import load_rubric
 from vae_pipeline.domain.renders import RenderJob, iter_renders
 from vae_pipeline.domain.sampler import sample_times
-from vae_pipeline.freshness import content_version, frame_version, record_metadata
+from vae_pipeline.freshness import content_version, series_output
 from vae_pipeline.io_manager import table_path
-from vae_pipeline.partitions import series_partitions
+from vae_pipeline.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.resources import ProjectMeta, RunsRoot, Warehouse
 from vae_pipeline.ui import markdown_table
 
@@ -71,17 +71,34 @@ def _reusable(old: dict | None, key: str, warehouse: Warehouse) -> bool:
             and (old["contact_sheet"] is None or (warehouse.root / old["contact_sheet"]).exists()))
 
 
-@dg.asset(partitions_def=series_partitions, code_version=RENDERS_CODE_VERSION, group_name="series",
-          kinds={"pyav", "parquet"}, pool="renders",  # vae_pipeline.pools
+@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version=RENDERS_CODE_VERSION,
+          group_name="series", kinds={"pyav", "parquet"}, pool="renders",  # vae_pipeline.pools
           check_specs=[dg.AssetCheckSpec("every_delivered_video_analysed", asset="renders"),
                        dg.AssetCheckSpec("facts_in_domain", asset="renders")])
 def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
-            warehouse: Warehouse, episodes: pl.DataFrame):
+            warehouse: Warehouse, episodes: dict[str, pl.DataFrame]):
     """Facts of every delivered out.mp4 (one decode pass each, in parallel), the judge's frames
     and a contact sheet per episode. A video whose bytes, brief and sampler settings are those of
     the last run is not decoded again: an episode added to a running series decodes alone."""
-    series = context.partition_key
     sampler_settings = load_rubric(rubric_file(project_meta)).sampler
+    frames, metadata, missing, problems = {}, {}, [], []
+    for series in context.partition_keys:
+        frame, metadata[series], delivered = render_series(context, runs_root, warehouse, sampler_settings,
+                                                           series, episodes[series])
+        frames[series] = frame
+        missing += sorted(set(delivered) - set(frame["id"].to_list()))
+        problems += facts_out_of_domain(frame)
+    yield series_output(context, frames, metadata)
+    yield dg.AssetCheckResult(check_name="every_delivered_video_analysed", passed=not missing,
+                              description="every delivered video has facts" if not missing
+                              else f"no facts for: {', '.join(missing)}")
+    yield dg.AssetCheckResult(check_name="facts_in_domain", passed=not problems,
+                              description="; ".join(problems[:20]) or "ranges ordered and inside the duration")
+
+
+def render_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, warehouse: Warehouse, sampler_settings,
+                  series: str, episodes: pl.DataFrame) -> tuple[pl.DataFrame, dict, list[str]]:
+    """One series' facts, what its materialization shows, and the ids of its delivered videos."""
     delivered = episodes.filter(pl.col("valid") & pl.col("delivered")).to_dicts()
     frames_root = warehouse.root / "frames" / series
     videos_root = warehouse.root / "videos" / series
@@ -98,7 +115,7 @@ def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
         jobs.append(RenderJob(staged, _sampler(json.loads(row["brief"]), sampler_settings.frames,
                                                sampler_settings.min_gap_s),
                               frames_root / row["id"], sampler_settings.jpeg_quality))
-    context.log.info(f"analysing {len(jobs)} videos on {os.cpu_count()} cores ({len(rows)} unchanged)")
+    context.log.info(f"{series}: analysing {len(jobs)} videos on {os.cpu_count()} cores ({len(rows)} unchanged)")
     # each video's decode, JPEGs and contact sheet run on a worker; results arrive in order
     shown = []
     for (row, sha, key, staged), rendered in zip(todo, iter_renders(jobs, workers=os.cpu_count() or 1),
@@ -119,7 +136,7 @@ def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
             "analysis_key": key,
         })
     frame = pl.DataFrame(rows, schema=RENDERS_SCHEMA).sort("id")
-    yield dg.Output(frame, data_version=frame_version(frame), metadata={
+    return frame, {
         "videos": frame.height,
         "decoded": len(jobs),
         "decodable": int(frame["video_ok"].sum() or 0),
@@ -127,15 +144,7 @@ def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
         "preview": markdown_table(frame, ("id", "video_ok", "video_duration_s", "fps", "width", "height",
                                           "video_aspect", "black_ranges", "freeze_ranges", "still", "video_error")),
         "contact_sheets": dg.MetadataValue.md("\n\n".join(shown) or "no decodable video"),
-        **record_metadata(context),
-    })
-    missing = sorted(set(r["id"] for r in delivered) - set(frame["id"].to_list()))
-    yield dg.AssetCheckResult(check_name="every_delivered_video_analysed", passed=not missing,
-                              description="every delivered video has facts" if not missing
-                              else f"no facts for: {', '.join(missing)}")
-    problems = facts_out_of_domain(frame)
-    yield dg.AssetCheckResult(check_name="facts_in_domain", passed=not problems,
-                              description="; ".join(problems[:20]) or "ranges ordered and inside the duration")
+    }, [r["id"] for r in delivered]
 
 
 def facts_out_of_domain(frame: pl.DataFrame) -> list[str]:

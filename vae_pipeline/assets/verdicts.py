@@ -10,8 +10,8 @@ import polars as pl
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.judge import parse_judge
 from vae_pipeline.domain.rubric import AXES
-from vae_pipeline.freshness import frame_version, record_metadata
-from vae_pipeline.partitions import series_partitions
+from vae_pipeline.freshness import series_output
+from vae_pipeline.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.resources import RunsRoot
 from vae_pipeline.ui import markdown_table
 
@@ -51,21 +51,26 @@ def read_verdict(runs_root: RunsRoot, row: dict) -> dict:
     return out
 
 
-@dg.asset(partitions_def=series_partitions, code_version="verdicts-1", group_name="series", kinds={"parquet"})
-def verdicts(context: dg.AssetExecutionContext, runs_root: RunsRoot, episodes: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="verdicts-1",
+          group_name="series", kinds={"parquet"})
+def verdicts(context: dg.AssetExecutionContext, runs_root: RunsRoot,
+             episodes: dict[str, pl.DataFrame]) -> dg.Output[dict[str, pl.DataFrame]]:
     """judge.json of every judged episode: the answer's scores and defects, versions, stored host label."""
-    judged = episodes.filter(pl.col("valid") & pl.col("judged")).to_dicts()
-    frame = pl.DataFrame([read_verdict(runs_root, row) for row in judged], schema=VERDICTS_SCHEMA)
-    bad = frame.filter(~pl.col("judge_valid"))
-    for row in bad.iter_rows(named=True):
-        line = f":{row['judge_error_line']}" if row["judge_error_line"] is not None else ""
-        context.log.warning(f"invalid episode {row['id']}: {row['judge_error_file']}{line}: {row['judge_error_reason']}")
-    return dg.Output(frame, data_version=frame_version(frame), metadata={
-        "judged": frame.height,
-        "invalid_judge_json": bad.height,
-        "by_judge_verdict": dg.MetadataValue.json(
-            {str(k): v for k, v in frame.group_by("judge_verdict").len().iter_rows()}),
-        "preview": markdown_table(frame, ("id", "judge_valid", "judge_verdict", "stored_host_label",
-                                          "rubric_version", "judge_error_reason")),
-        **record_metadata(context),
-    })
+    frames, metadata = {}, {}
+    for series in context.partition_keys:
+        judged = episodes[series].filter(pl.col("valid") & pl.col("judged")).to_dicts()
+        frame = pl.DataFrame([read_verdict(runs_root, row) for row in judged], schema=VERDICTS_SCHEMA)
+        bad = frame.filter(~pl.col("judge_valid"))
+        for row in bad.iter_rows(named=True):
+            line = f":{row['judge_error_line']}" if row["judge_error_line"] is not None else ""
+            context.log.warning(f"invalid episode {row['id']}: {row['judge_error_file']}{line}: {row['judge_error_reason']}")
+        frames[series] = frame
+        metadata[series] = {
+            "judged": frame.height,
+            "invalid_judge_json": bad.height,
+            "by_judge_verdict": dg.MetadataValue.json(
+                {str(k): v for k, v in frame.group_by("judge_verdict").len().iter_rows()}),
+            "preview": markdown_table(frame, ("id", "judge_valid", "judge_verdict", "stored_host_label",
+                                              "rubric_version", "judge_error_reason")),
+        }
+    return series_output(context, frames, metadata)

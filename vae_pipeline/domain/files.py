@@ -126,3 +126,23 @@ def files_version(paths: list[Path]) -> str:
         digest.update(path.name.encode() + b"\0")
         digest.update(path.read_bytes() if path.exists() else b"<absent>")
     return digest.hexdigest()[:24]
+
+
+def create_new(path: Path, data: bytes) -> bool:
+    """Write `path` only if no file has that name yet (False if one has): the bytes go to a temp
+    file first, then are linked under the name, which fails if another writer got there first.
+    Two processes can never both create, nor overwrite, the same file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        Path(tmp).unlink(missing_ok=True)

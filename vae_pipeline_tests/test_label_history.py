@@ -1,0 +1,62 @@
+"""Label history: two processes labelling the same series at once never duplicate or lose a change."""
+
+import multiprocessing
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from vae_pipeline.assets.labels import LABELS_SCHEMA, label_history_view, record_labels
+from vae_pipeline.resources import Warehouse
+
+SERIES = "2026-10-21-s1"
+
+
+def _labels(mapping: dict[str, str], previous: dict[str, dict], now: str) -> pl.DataFrame:
+    """A labels frame with `mapping`'s labels and the history columns carried from `previous`."""
+    rows = []
+    for episode_id, label in sorted(mapping.items()):
+        before = previous.get(episode_id)
+        changed = before is not None and before["label"] != label
+        rows.append({"id": episode_id, "label": label, "host_rubric_version": "1.0",
+                     "rehosted_at": now if changed else (before or {}).get("rehosted_at"),
+                     "previous_final_label": before["label"] if changed else (before or {}).get("previous_final_label")})
+    return pl.DataFrame(rows, schema=LABELS_SCHEMA)
+
+
+def _relabel(home: str, barrier, mapping: dict[str, str], calls) -> None:
+    """In a process of its own: relabel the series; the first computation waits at the barrier
+    until the other process has read the same state, so both race to write the same generation."""
+    def compute(previous: dict[str, dict]) -> pl.DataFrame:
+        with calls.get_lock():
+            calls.value += 1
+            first = calls.value <= 2
+        if first:
+            barrier.wait(timeout=60)
+        return _labels(mapping, previous, "2026-12-01T00:00:00Z")
+
+    record_labels(Warehouse(path=home), SERIES, compute, "2026-12-01T00:00:00Z")
+
+
+def test_two_processes_relabelling_the_same_series_record_each_change_once(tmp_path: Path):
+    warehouse = Warehouse(path=str(tmp_path))
+    first = {"a": "PASS", "b": "FAIL", "c": "PASS_WITH_NITS"}
+    record_labels(warehouse, SERIES, lambda previous: _labels(first, previous, "2026-11-30T00:00:00Z"),
+                  "2026-11-30T00:00:00Z")
+    rehosted = {"a": "PASS_WITH_NITS", "b": "FAIL", "c": "PASS"}
+    spawn = multiprocessing.get_context("spawn")
+    barrier, calls = spawn.Barrier(2), spawn.Value("i", 0)
+    workers = [spawn.Process(target=_relabel, args=(str(tmp_path), barrier, rehosted, calls)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    # both computed from the same state; one wrote the next generation, the other computed again
+    # from it (three computations) and found nothing left to record
+    assert calls.value == 3
+    assert sorted(p.name for p in (tmp_path / "label_state" / SERIES).iterdir()) == ["00000001.parquet",
+                                                                                    "00000002.parquet"]
+    with duckdb.connect() as con:
+        history = con.execute(f"SELECT id, old_label, new_label FROM ({label_history_view(warehouse)}) ORDER BY id")
+        assert history.fetchall() == [("a", "PASS", "PASS_WITH_NITS"), ("c", "PASS_WITH_NITS", "PASS")]

@@ -1,0 +1,149 @@
+"""Ranged runs: a stage over many series is one run; the roll-up runs once and refuses partial inputs."""
+
+import json
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from vae_pipeline.cli import build, settings
+from vae_pipeline.definitions import defs
+from vae_pipeline.partitions import SERIES
+from vae_pipeline_tests.conftest import copy_runs
+
+ROLL_UP = {"episode_table", "dataset_rows", "dataset_episodes", "dataset_card"}
+PARTITIONED = {"episodes", "renders", "verdicts", "labels", "bundles"}
+
+# Scores planted in two clean episodes, and their labels worked out by hand from the two rubrics'
+# rules (meta/rubric-v1.2.json, meta/rubric-archive/rubric-v1.0.json), with no defect and a clean
+# video (no gate fails):
+# - mean 29/6 = 4.83, min 4: 1.2 R4 (mean < 5.0) FAIL; 1.0 R4 (< 4.5) no, R6 (min < 5) PASS_WITH_NITS
+# - all 5: 1.2 R6 (min < 6) PASS_WITH_NITS; 1.0 R6 (min < 5) no, R7 no, R8 PASS
+PLANTED_SCORES = [
+    ({"brief_fidelity": 4, "composition": 5, "typography": 5, "motion": 5, "craft": 5, "engagement": 5},
+     "FAIL", "PASS_WITH_NITS"),
+    ({"brief_fidelity": 5, "composition": 5, "typography": 5, "motion": 5, "craft": 5, "engagement": 5},
+     "PASS_WITH_NITS", "PASS"),
+]
+
+
+def plant_rubric_flips(sample, runs: Path) -> dict[str, tuple[str, str]]:
+    """Rewrite two clean, judged run folders' judge.json with the planted scores; episode id ->
+    (label under 1.2, label under 1.0)."""
+    clean = [p for p in sample.episodes if p.bad is None and p.variant == "clean" and not p.archive
+             and not p.brief.get("loop") and sample.series[p.series] == "completed"]
+    planted = {}
+    for plan, (scores, label_12, label_10) in zip(clean, PLANTED_SCORES, strict=False):
+        path = runs / plan.series / plan.episode_id / "judge.json"
+        judge = json.loads(path.read_text())
+        judge["answer"].update(scores=scores, defects=[])
+        judge["host"].update(label=label_12, rule=None, gates_failed=[])
+        path.write_text(json.dumps(judge, indent=2) + "\n")
+        planted[plan.episode_id] = (label_12, label_10)
+    assert len(planted) == 2
+    return planted
+
+
+def labels_rows(home: Path) -> dict[str, dict]:
+    tables = sorted((home / "tables" / "labels").glob("*.parquet"))
+    return {row["id"]: row for path in tables for row in pl.read_parquet(path).iter_rows(named=True)}
+
+
+def test_a_build_over_every_series_is_one_run_and_a_rehost_too(sample_runs, pipeline_env, tmp_path):
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    planted = plant_rubric_flips(sample_runs, runs)
+    build(runs, pipeline_env["dataset"])
+    instance = dg.DagsterInstance.get()
+    # every stage of every series and the roll-up after them: one run, each asset once per series
+    first_runs = instance.get_runs()
+    assert len(first_runs) == 1
+    assert {id_: labels_rows(pipeline_env["home"])[id_]["label"] for id_ in planted} == \
+        {id_: before for id_, (before, _) in planted.items()}
+    summary = build(runs, pipeline_env["dataset"], rubric_version="1.0")
+    # the rehost: rubric, labels over every series and the roll-up once, in one run
+    assert len(instance.get_runs()) == 2
+    assert sorted(summary["materialized"]["labels"]) == sorted(sample_runs.series)
+    assert all(summary["materialized"][key] == [None] for key in ROLL_UP | {"rubric"})
+    assert not (PARTITIONED - {"labels"}) & set(summary["materialized"])
+    after = labels_rows(pipeline_env["home"])
+    assert {id_: after[id_]["label"] for id_ in planted} == {id_: later for id_, (_, later) in planted.items()}
+    assert {row["host_rubric_version"] for row in after.values()} == {"1.0"}
+
+
+def test_the_roll_up_refuses_a_series_stage_that_is_missing_or_older_than_its_episodes(
+        sample_runs, pipeline_env, tmp_path):
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    build(runs, pipeline_env["dataset"])
+    instance = dg.DagsterInstance.get()
+    series = sorted(s for s, status in sample_runs.series.items() if status == "completed")[-1]
+    rows_before = (pipeline_env["dataset"] / "episodes.jsonl").read_bytes()
+    with settings(VAE_RUNS_ROOT=str(runs)):
+        check_roll_up_refuses(sample_runs, pipeline_env, runs, instance, series, rows_before)
+
+
+def check_roll_up_refuses(sample_runs, pipeline_env, runs, instance, series, rows_before):
+    job = defs.resolve_job_def("refresh")
+    roll_up = [dg.AssetKey("episode_table"), dg.AssetKey("dataset_rows")]
+
+    def failure(result: dg.ExecuteInProcessResult) -> str:
+        """Everything the failed episode_table step says: its error and their causes, or the Failure's description."""
+        assert not result.success
+        data = next(e.step_failure_data for e in result.all_events if e.is_step_failure and e.step_key == "episode_table")
+        texts, error = [data.user_failure_data.description if data.user_failure_data else ""], data.error
+        while error is not None:
+            texts.append(error.message)
+            error = error.cause
+        return "\n".join(texts)
+
+    # labels missing for one series
+    labels_table = pipeline_env["home"] / "tables" / "labels" / f"{series}.parquet"
+    saved = labels_table.read_bytes()
+    labels_table.unlink()
+    description = failure(job.execute_in_process(instance=instance, asset_selection=roll_up, raise_on_error=False))
+    assert f"labels has not been materialized for series {series}" in description
+    labels_table.write_bytes(saved)
+
+    # the series' episodes changed and were re-materialized; its other stages were not
+    extra = next(p for p in sample_runs.episodes if p.series == series and p.bad is None and not p.archive)
+    (runs / series / extra.episode_id / "work" / "README.txt").write_text("a note added after the run\n")
+    assert job.execute_in_process(instance=instance, asset_selection=[dg.AssetKey("episodes")],
+                                  partition_key=series).success
+    description = failure(job.execute_in_process(instance=instance, asset_selection=roll_up, raise_on_error=False))
+    for stage in ("renders", "verdicts", "labels", "bundles"):
+        assert f"{series}: {stage} is older than its episodes" in description
+    assert (pipeline_env["dataset"] / "episodes.jsonl").read_bytes() == rows_before
+    # once the stages have caught up, the roll-up runs
+    assert job.execute_in_process(instance=instance, partition_key=series, asset_selection=[
+        dg.AssetKey(k) for k in ("renders", "verdicts", "labels", "bundles")]).success
+    assert job.execute_in_process(instance=instance, asset_selection=roll_up).success
+
+
+def test_stale_series_apart_in_partition_order_make_one_run_per_range(sample_runs, pipeline_env, tmp_path):
+    """Series needing the same stages run together, one run per contiguous range of them."""
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    source = next(s for s, status in sample_runs.series.items() if status == "completed")
+    added = [f"2026-11-{day:02d}-s9" for day in range(1, 8)]
+    for series_id in added:
+        (runs / series_id).mkdir()
+        info = json.loads((runs / source / "series.json").read_text())
+        (runs / series_id / "series.json").write_text(json.dumps({**info, "series_id": series_id}))
+        plan = next(p for p in sample_runs.episodes if p.series == source and p.bad is None and not p.archive)
+        shutil.copytree(runs / source / plan.episode_id, runs / series_id / plan.episode_id, symlinks=True)
+    build(runs, pipeline_env["dataset"])
+    instance = dg.DagsterInstance.get()
+    partitions = instance.get_dynamic_partitions(SERIES)
+    # change the 2nd, 3rd and 6th new series: two ranges
+    for index in (1, 2, 5):
+        (runs / added[index] / plan.episode_id / "work" / "README.txt").write_text("changed\n")
+    before = len(instance.get_runs())
+    summary = build(runs, pipeline_env["dataset"])
+    new_runs = instance.get_runs()[: len(instance.get_runs()) - before]
+    ranges = sorted((r.tags.get("dagster/asset_partition_range_start", r.tags.get("dagster/partition")),
+                     r.tags.get("dagster/asset_partition_range_end", r.tags.get("dagster/partition")))
+                    for r in new_runs if "dagster/asset_partition_range_start" in r.tags or "dagster/partition" in r.tags)
+    assert (added[1], added[2]) in ranges and (added[5], added[5]) in ranges
+    assert sorted(summary["materialized"]["episodes"]) == sorted(added[i] for i in (1, 2, 5))
+    assert partitions.index(added[2]) == partitions.index(added[1]) + 1
+    assert summary["materialized"]["episode_table"] == [None]
+

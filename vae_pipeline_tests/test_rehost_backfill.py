@@ -1,0 +1,112 @@
+"""A rubric switch made where the UI runs, launched as a backfill of the `rehost` job over every
+series, executed by the real daemon: one run, every label rehosted, the backfill successful and
+the release still blocked."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+from dagster._core.execution.backfill import BulkActionStatus
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._core.workspace.load_target import WorkspaceFileTarget
+from dagster_graphql.test.utils import execute_dagster_graphql
+
+from vae_pipeline.cli import build, check_results, publish
+from vae_pipeline.definitions import defs
+from vae_pipeline.settings import PROJECT_ROOT, apply_defaults
+from vae_pipeline_tests.conftest import copy_runs
+from vae_pipeline_tests.test_ranged_runs import labels_rows, plant_rubric_flips
+
+WORKSPACE = PROJECT_ROOT / "workspace.yaml"
+# What the UI sends for Jobs → rehost → Materialize all → All partitions, as a backfill.
+LAUNCH_BACKFILL = """
+mutation($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message stack }
+    ... on PartitionSetNotFoundError { message }
+  }
+}
+"""
+FINISHED = {BulkActionStatus.COMPLETED_SUCCESS, BulkActionStatus.COMPLETED_FAILED,
+            BulkActionStatus.FAILED, BulkActionStatus.CANCELED}
+
+
+def launch_rehost_backfill(instance: dg.DagsterInstance) -> str:
+    selector = {"partitionSetName": "rehost_partition_set",
+                "repositorySelector": {"repositoryLocationName": "vae_pipeline", "repositoryName": "__repository__"}}
+    with WorkspaceProcessContext(instance, WorkspaceFileTarget(paths=[str(WORKSPACE)])) as workspace:
+        result = execute_dagster_graphql(workspace.create_request_context(), LAUNCH_BACKFILL,
+                                         variables={"params": {"selector": selector, "allPartitions": True}})
+    launched = result.data["launchPartitionBackfill"]
+    assert launched["__typename"] == "LaunchBackfillSuccess", launched
+    return launched["backfillId"]
+
+
+def run_daemon_until_done(instance: dg.DagsterInstance, backfill_id: str, env: dict[str, str],
+                          log: Path, timeout_s: float = 400) -> BulkActionStatus:
+    """`dagster-daemon run` on the instance until the backfill has finished (bounded)."""
+    daemon = Path(sys.executable).with_name("dagster-daemon")
+    with log.open("wb") as out:
+        process = subprocess.Popen([str(daemon), "run", "-w", str(WORKSPACE)], env=env, stdout=out,
+                                   stderr=subprocess.STDOUT, cwd=PROJECT_ROOT)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                backfill = instance.get_backfill(backfill_id)
+                in_flight = instance.get_runs(dg.RunsFilter(tags={"dagster/backfill": backfill_id},
+                                                            statuses=[dg.DagsterRunStatus.QUEUED,
+                                                                      dg.DagsterRunStatus.STARTING,
+                                                                      dg.DagsterRunStatus.STARTED]))
+                if backfill.status in FINISHED and not in_flight:
+                    return backfill.status
+                time.sleep(2)
+            raise AssertionError(f"backfill not finished after {timeout_s} s:\n{log.read_text()[-4000:]}")
+        finally:
+            process.terminate()
+            process.wait(30)
+
+
+def test_a_ui_backfill_of_rehost_under_another_rubric_rehosts_every_series(sample_runs, pipeline_env, tmp_path):
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    planted = plant_rubric_flips(sample_runs, runs)
+    build(runs, pipeline_env["dataset"])  # under the newest rubric, 1.2
+    instance = dg.DagsterInstance.get()
+    blocked = {c["check"] for c in check_results(instance, defs) if c["passed"] is False}
+    assert "no_invalid_episodes" in blocked  # the sample runs hold bad episodes in a completed series
+
+    # the UI restarted with rubric 1.0: the daemon (and the runs it launches) see VAE_RUBRIC_VERSION=1.0
+    env = apply_defaults({**os.environ, "VAE_RUNS_ROOT": str(runs.resolve()), "VAE_RUBRIC_VERSION": "1.0"})
+    backfill_id = launch_rehost_backfill(instance)
+    status = run_daemon_until_done(instance, backfill_id, env, tmp_path / "daemon.log")
+
+    # item 10: the rehost did its work, so the backfill ends successful
+    assert status == BulkActionStatus.COMPLETED_SUCCESS, (tmp_path / "daemon.log").read_text()[-4000:]
+    backfill_runs = instance.get_runs(dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
+    # issue 10 / item 12: every series in one run, the roll-up once in it
+    assert [run.status for run in backfill_runs] == [dg.DagsterRunStatus.SUCCESS]
+    materialized = [(e.asset_key.to_user_string(), e.partition) for e in
+                    (r.asset_materialization for r in instance.fetch_materializations(
+                        dg.AssetRecordsFilter(asset_key=dg.AssetKey("labels")), limit=100).records)
+                    if e is not None]
+    assert len({p for key, p in materialized}) == len(sample_runs.series)
+    for key in ("episode_table", "dataset_rows", "dataset_episodes", "dataset_card", "rubric"):
+        events = instance.get_records_for_run(backfill_runs[0].run_id,
+                                              of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+        assert sum(1 for e in events if e.asset_key == dg.AssetKey(key)) == 1, key
+
+    # item 9: every label under rubric 1.0, and the planted episodes relabelled as worked out by hand
+    after = labels_rows(pipeline_env["home"])
+    assert {row["host_rubric_version"] for row in after.values()} == {"1.0"}
+    assert {i: after[i]["label"] for i in planted} == {i: later for i, (_, later) in planted.items()}
+    rows = (pipeline_env["dataset"] / "episodes.jsonl").read_text()
+    assert '"host_rubric_version":"1.2"' not in rows and '"host_rubric_version":"1.0"' in rows
+
+    # the release stays blocked: the checks' latest results still fail, and publish refuses
+    assert "no_invalid_episodes" in {c["check"] for c in check_results(instance, defs) if c["passed"] is False}
+    published, text = publish(pipeline_env["dataset"], "org/name")
+    assert not published and "publishing refused" in text and "no_invalid_episodes" in text

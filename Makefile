@@ -15,7 +15,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -q
-	$(SUDO) apt-get install -y -q chromium
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 
 .PHONY: setup demo test bench
 setup: $(BIN)/vae

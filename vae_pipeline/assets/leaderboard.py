@@ -11,7 +11,7 @@ import base64
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.assets.dataset import join_stages, parquet_bytes, read_withheld, withheld_source
+from vae_pipeline.assets.dataset import join_stages, read_withheld, withheld_source
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version, write_if_changed
 from vae_pipeline.domain.leaderboard import (
@@ -31,6 +31,7 @@ from vae_pipeline.domain.rows import publishable
 from vae_pipeline.domain.rubric import AXES as SCORE_AXES
 from vae_pipeline.domain.series import COMPARISONS_DIR, discover_series, series_fingerprint
 from vae_pipeline.freshness import content_version, frame_version, record_metadata
+from vae_pipeline.io_manager import parquet_bytes, series_tables
 from vae_pipeline.resources import DatasetFolder, ProjectMeta, RunsRoot
 from vae_pipeline.ui import markdown_table
 
@@ -71,7 +72,8 @@ def entrants_source(runs_root: RunsRoot, project_meta: ProjectMeta) -> str:
 
 @dg.asset(code_version="entrants-1", group_name="leaderboard", kinds={"polars"})
 def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
-             episodes: pl.DataFrame, verdicts: pl.DataFrame, bundles: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+             episodes: dict[str, pl.DataFrame], verdicts: dict[str, pl.DataFrame],
+             bundles: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
     """Every published episode with its actor model, its judge's scores, and whether it is ranked
     (its series is listed in `meta/evaluation.json`, or there is none; not a harness error)."""
     try:
@@ -79,7 +81,7 @@ def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_met
     except BadInput as exc:
         raise dg.Failure(description=f"meta/{exc}") from None
     withheld_episodes, withheld_series = read_withheld(project_meta)
-    table = join_stages(episodes, verdicts, bundles)
+    table = join_stages(*(series_tables(stage) for stage in (episodes, verdicts, bundles)))
     published = publishable(table, withheld_episodes, withheld_series) if table.height else table
     models = actor_models(runs_root)
     unjudged = [pl.lit(None, pl.Int64).alias(f"answer_{axis}") for axis in SCORE_AXES

@@ -72,9 +72,11 @@ def test_nightly_schedule_requests_only_what_is_stale(sample_runs, pipeline_env,
     with dg.build_schedule_context(instance=instance, resources=resources) as context:
         requests = nightly_refresh(context)
     # the new series' stages and, in the same run after them, the roll-up (once, not once per series)
+    # (the leaderboard's assets read every series' episodes, verdicts and bundles; the review site the roll-up)
     assert _runs(requests) == [("2026-11-01-s9", "2026-11-01-s9", [
-        "bundles", "dataset_card", "dataset_episodes", "dataset_rows", "episode_table", "episodes", "labels",
-        "renders", "verdicts"])]
+        "bundles", "dataset_card", "dataset_episodes", "dataset_rows", "entrants", "episode_table", "episodes",
+        "human_votes", "judge_agreement", "labels", "leaderboard", "pairwise_judgments", "renders", "review_site",
+        "verdicts"])]
     assert "2026-11-01-s9" in instance.get_dynamic_partitions(SERIES)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,34 +126,39 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _lines(files: Iterable[tuple[str, str]]) -> Iterator[tuple[str, int, str]]:
+    """(file name, line number, line) of every non-blank line of `(file name, text)` batches."""
+    for name, text in files:
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                yield name, lineno, line
+
+
 def read_judgments(files: Iterable[tuple[str, str]], entrants: dict[str, Entrant]) -> tuple[pl.DataFrame, list[BadLine]]:
     """Every valid judgment of `(file name, text)` batches, one row per line and axis, and the bad lines."""
     rows: list[tuple] = []
     bad: list[BadLine] = []
-    for name, text in files:
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                value = _json_object(line)
-                brief, reference = _pair(value.get("first"), value.get("second"), entrants, ("first", "second"))
-                p_first = value.get("p_first")
-                if not isinstance(p_first, dict) or not p_first:
-                    raise _Bad("'p_first' must be an object of axis probabilities")
-                if any(axis not in PAIRWISE_AXES for axis in p_first):
-                    raise _Bad(f"'p_first' has an unknown axis (axes: {', '.join(PAIRWISE_AXES)})")
-                for axis, p in p_first.items():
-                    if not _is_number(p) or not 0.0 <= p <= 1.0:
-                        raise _Bad(f"'p_first.{axis}' is not a probability in [0, 1]")
-            except _Bad as exc:
-                bad.append(BadLine(name, lineno, str(exc)))
-                continue
-            first = entrants[value["first"]]
-            second = None if reference else entrants[value["second"]]
-            ranked = first.ranked and (second is None or second.ranked)
+    for name, lineno, line in _lines(files):
+        try:
+            value = _json_object(line)
+            brief, reference = _pair(value.get("first"), value.get("second"), entrants, ("first", "second"))
+            p_first = value.get("p_first")
+            if not isinstance(p_first, dict) or not p_first:
+                raise _Bad("'p_first' must be an object of axis probabilities")
+            if any(axis not in PAIRWISE_AXES for axis in p_first):
+                raise _Bad(f"'p_first' has an unknown axis (axes: {', '.join(PAIRWISE_AXES)})")
             for axis, p in p_first.items():
-                rows.append((name, lineno, value["first"], value["second"], brief, first.model,
-                             second.model if second else None, reference, ranked, axis, float(p)))
+                if not _is_number(p) or not 0.0 <= p <= 1.0:
+                    raise _Bad(f"'p_first.{axis}' is not a probability in [0, 1]")
+        except _Bad as exc:
+            bad.append(BadLine(name, lineno, str(exc)))
+            continue
+        first = entrants[value["first"]]
+        second = None if reference else entrants[value["second"]]
+        ranked = first.ranked and (second is None or second.ranked)
+        for axis, p in p_first.items():
+            rows.append((name, lineno, value["first"], value["second"], brief, first.model,
+                         second.model if second else None, reference, ranked, axis, float(p)))
     return pl.DataFrame(rows, schema=JUDGMENT_SCHEMA, orient="row"), bad
 
 
@@ -161,23 +166,20 @@ def read_votes(files: Iterable[tuple[str, str]], entrants: dict[str, Entrant]) -
     """Human votes (`comparisons/human/*.jsonl`): one row per valid line, and the bad lines."""
     rows: list[tuple] = []
     bad: list[BadLine] = []
-    for name, text in files:
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                value = _json_object(line)
-                _pair(value.get("a"), value.get("b"), entrants, ("a", "b"))
-                if value.get("axis") not in PAIRWISE_AXES:
-                    raise _Bad(f"'axis' is not one of {', '.join(PAIRWISE_AXES)}")
-                for key in ("votes_a", "votes_b"):
-                    votes = value.get(key)
-                    if not isinstance(votes, int) or isinstance(votes, bool) or votes < 0:
-                        raise _Bad(f"'{key}' must be a count (an integer ≥ 0)")
-            except _Bad as exc:
-                bad.append(BadLine(name, lineno, str(exc)))
-                continue
-            rows.append((name, lineno, value["a"], value["b"], value["axis"], value["votes_a"], value["votes_b"]))
+    for name, lineno, line in _lines(files):
+        try:
+            value = _json_object(line)
+            _pair(value.get("a"), value.get("b"), entrants, ("a", "b"))
+            if value.get("axis") not in PAIRWISE_AXES:
+                raise _Bad(f"'axis' is not one of {', '.join(PAIRWISE_AXES)}")
+            for key in ("votes_a", "votes_b"):
+                votes = value.get(key)
+                if not isinstance(votes, int) or isinstance(votes, bool) or votes < 0:
+                    raise _Bad(f"'{key}' must be a count (an integer ≥ 0)")
+        except _Bad as exc:
+            bad.append(BadLine(name, lineno, str(exc)))
+            continue
+        rows.append((name, lineno, value["a"], value["b"], value["axis"], value["votes_a"], value["votes_b"]))
     return pl.DataFrame(rows, schema=VOTE_SCHEMA, orient="row"), bad
 
 

@@ -185,3 +185,10 @@ def test_cli_build_writes_the_summary_and_says_one_line_on_error(sample_runs, pi
     code = main(["build", "--runs", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_every_dataset_file_is_readable_by_others(built_once):
+    """A published folder is read by other users and tools: no file keeps mkstemp's private mode."""
+    modes = {p.relative_to(built_once["dataset"]).as_posix(): p.stat().st_mode & 0o777
+             for p in built_once["dataset"].rglob("*") if p.is_file()}
+    assert modes and {path: mode for path, mode in modes.items() if mode & 0o044 != 0o044} == {}

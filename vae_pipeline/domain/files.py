@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 CHUNK = 1 << 20
+FILE_MODE = 0o644  # an ordinary file's mode: the dataset is published, the state is shared
 
 
 @contextmanager
@@ -26,6 +27,7 @@ def atomic_writer(path: Path, *, durable: bool = True) -> Iterator[BinaryIO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp makes the file private; what we write is read by others
         with os.fdopen(fd, "wb") as handle:
             yield handle
             if durable:

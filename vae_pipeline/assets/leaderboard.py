@@ -12,6 +12,7 @@ import dagster as dg
 import polars as pl
 
 from vae_pipeline.assets.dataset import join_stages, read_withheld, withheld_source
+from vae_pipeline.domain.dataset_files import AGREEMENT_PARQUET, LEADERBOARD_CHART, LEADERBOARD_PARQUET
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version, write_if_changed
 from vae_pipeline.domain.leaderboard import (
@@ -36,9 +37,6 @@ from vae_pipeline.resources import DatasetFolder, ProjectMeta, RunsRoot
 from vae_pipeline.ui import markdown_table
 
 HUMAN_DIR = "human"
-LEADERBOARD_FILE = "data/leaderboard.parquet"
-AGREEMENT_FILE = "data/judge_agreement.parquet"
-CHART_FILE = "leaderboard.png"
 
 ENTRANT_SCHEMA = {
     "id": pl.String, "series": pl.String, "brief_id": pl.String, "model": pl.String, "ranked": pl.Boolean,
@@ -204,9 +202,9 @@ def leaderboard(context: dg.AssetExecutionContext, project_meta: ProjectMeta, da
     table = leaderboard_table(ranked, combined, rounds=project_meta.leaderboard_rounds,
                               seed=project_meta.leaderboard_seed)
     root = dataset_folder.root
-    write_if_changed(root / LEADERBOARD_FILE, parquet_bytes(table))
+    write_if_changed(root / LEADERBOARD_PARQUET, parquet_bytes(table))
     chart = leaderboard_chart(table)
-    write_if_changed(root / CHART_FILE, chart)
+    write_if_changed(root / LEADERBOARD_CHART, chart)
     image = f"![leaderboard](data:image/png;base64,{base64.b64encode(chart).decode()})"
     return dg.Output(table, data_version=frame_version(table), metadata={
         "models": table["model"].n_unique() if table.height else 0,
@@ -214,7 +212,7 @@ def leaderboard(context: dg.AssetExecutionContext, project_meta: ProjectMeta, da
         "overall": dg.MetadataValue.md(overall_markdown(table)),
         "chart": dg.MetadataValue.md(image),
         "rounds": project_meta.leaderboard_rounds, "seed": project_meta.leaderboard_seed,
-        "parquet": dg.MetadataValue.path(str(root / LEADERBOARD_FILE)),
+        "parquet": dg.MetadataValue.path(str(root / LEADERBOARD_PARQUET)),
         **record_metadata(context, leaderboard_source(project_meta)),
     })
 
@@ -226,7 +224,7 @@ def judge_agreement(context: dg.AssetExecutionContext, dataset_folder: DatasetFo
     and position bias: `data/judge_agreement.parquet`."""
     judgments = valid_rows(pairwise_judgments)
     table = agreement_table(judgments, combine_orders(judgments), valid_rows(human_votes))
-    write_if_changed(dataset_folder.root / AGREEMENT_FILE, parquet_bytes(table))
+    write_if_changed(dataset_folder.root / AGREEMENT_PARQUET, parquet_bytes(table))
     return dg.Output(table, data_version=frame_version(table), metadata={
         "vote_lines": int(table.filter(pl.col("bucket") == "all")["lines"].sum() or 0),
         "table": markdown_table(table, ("axis", "bucket", "lines", "agreement", "order_consistency",

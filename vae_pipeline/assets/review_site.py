@@ -12,6 +12,7 @@ from vae_pipeline.assets.dataset import WITHHELD
 from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS
+from vae_pipeline.domain.dataset_files import AGREEMENT_PARQUET, LEADERBOARD_CHART, LEADERBOARD_PARQUET
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.review_site import (
@@ -28,7 +29,7 @@ from vae_pipeline.freshness import content_version, record_metadata
 from vae_pipeline.resources import DatasetFolder, ProjectMeta, ScrubSettings, Warehouse
 from vae_pipeline.scrubbing import scrub_config
 
-LEADERBOARD_FILES = ("leaderboard.png", "data/leaderboard.parquet", "data/judge_agreement.parquet")
+LEADERBOARD_FILES = (LEADERBOARD_CHART, LEADERBOARD_PARQUET, AGREEMENT_PARQUET)
 
 
 def site_root(warehouse: Warehouse):

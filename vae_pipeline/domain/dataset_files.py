@@ -18,6 +18,9 @@ import polars as pl
 
 ROWS_JSONL = "episodes.jsonl"
 ROWS_PARQUET = "data/episodes.parquet"
+LEADERBOARD_PARQUET = "data/leaderboard.parquet"
+LEADERBOARD_CHART = "leaderboard.png"
+AGREEMENT_PARQUET = "data/judge_agreement.parquet"
 
 
 @dataclass(frozen=True)
@@ -35,9 +38,9 @@ PRODUCED_FILES: tuple[ProducedFile, ...] = (
     ProducedFile(ROWS_JSONL, "dataset_rows"),
     ProducedFile(ROWS_PARQUET, "dataset_rows"),
     ProducedFile("README.md", "dataset_card"),
-    ProducedFile("data/leaderboard.parquet", "leaderboard"),
-    ProducedFile("leaderboard.png", "leaderboard"),
-    ProducedFile("data/judge_agreement.parquet", "judge_agreement"),
+    ProducedFile(LEADERBOARD_PARQUET, "leaderboard"),
+    ProducedFile(LEADERBOARD_CHART, "leaderboard"),
+    ProducedFile(AGREEMENT_PARQUET, "judge_agreement"),
 )
 
 

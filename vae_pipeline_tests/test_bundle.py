@@ -246,6 +246,22 @@ def test_slim_keeps_other_bytes_and_collapsed_json_maps_lines() -> None:
     assert slim_member("m.jsonl", untouched, ImageStore()).data == untouched
 
 
+def test_image_blocks_alike_where_the_memo_samples_them_are_still_told_apart() -> None:
+    """The parse memo keys a block by its length and a few samples; two blocks that agree there
+    but differ elsewhere are two images, each block pointing to its own file."""
+    png = _png(random.Random(6), 64)
+    first = json.dumps(_image_block(png))
+    at = len(first) // 8  # inside the base64, far from the head, quarters and tail samples
+    second = first[:at] + ("B" if first[at] != "B" else "C") + first[at + 1 :]
+    assert len(second) == len(first) and second != first
+    store = ImageStore()
+    result = slim_member("messages.jsonl", f"{first}\n{second}\n{first}\n".encode(), store)
+    paths = [json.loads(line)["path"] for line in result.data.decode().splitlines()]
+    decoded = [base64.b64decode(json.loads(text)["source"]["data"]) for text in (first, second)]
+    assert [p.split("/")[1].split(".")[0] for p in paths] == [hashlib.sha256(d).hexdigest() for d in (*decoded, decoded[0])]
+    assert len(store.files) == 2
+
+
 def test_write_atomic_replaces_whole_file(tmp_path) -> None:
     target = tmp_path / "episodes" / "2026-10-21" / "a.tar.zst"
     write_atomic(target, b"first")

@@ -13,7 +13,11 @@ CPU seconds are counted too: on a shared machine they move less than wall time):
 Every ratio is printed; then FFmpeg's ranges are checked against ours where the definitions
 coincide. FFmpeg is only a yardstick here; the package never calls it.
 
-Run: python benchmarks/bench_facts.py [--clips 12] [--repeat 3] [--keep DIR]
+With --instructions it then counts, under valgrind's callgrind, the instructions the step and
+the two ffmpeg commands execute on one clip: a ratio the machine's load does not move, and where
+the step's instructions go, library by library.
+
+Run: python benchmarks/bench_facts.py [--clips 12] [--repeat 3] [--keep DIR] [--instructions]
 """
 
 import argparse
@@ -137,11 +141,67 @@ def load() -> str:
     return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+# What the step runs on one clip, in a fresh interpreter: `ours` also imports, which `baseline`
+# does alone, so their difference is the step's own work.
+_ONE_CLIP = """
+import sys
+from functools import partial
+from pathlib import Path
+from vae_pipeline.domain.renders import RenderJob, take_frames, write_outputs
+from vae_pipeline.domain.sampler import sample_times
+if sys.argv[1] == "ours":
+    job = RenderJob(Path(sys.argv[2]), partial(sample_times, brief={brief!r}), Path(sys.argv[3]), {quality})
+    write_outputs(job, take_frames(job, decoder_threads=1))
+"""
+
+
+def callgrind(cmd: list[str], out: Path) -> dict[str, int]:
+    """Instructions `cmd` executes under valgrind's callgrind (every thread and child), by object."""
+    subprocess.run(["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}.%p", *cmd],
+                   capture_output=True, check=True)
+    by_object: dict[str, int] = {}
+    for part in out.parent.glob(f"{out.name}.*"):
+        annotated = subprocess.run(["callgrind_annotate", "--threshold=100", str(part)], capture_output=True,
+                                   text=True, check=True).stdout
+        for count, obj in re.findall(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+\S+ \[(\S+)\]$", annotated, re.M):
+            name = re.sub(r"(-[0-9a-f]{8})?(\.cpython.*|\.so.*)$", "", Path(obj).name)
+            by_object[name] = by_object.get(name, 0) + int(count.replace(",", ""))
+        part.unlink()
+    return by_object
+
+
+def instructions(clip: Path, work: Path) -> None:
+    """The same comparison counted in instructions on one clip: unlike seconds, the counts do not
+    move with the machine's load (the same binaries and inputs give the same totals)."""
+    script = _ONE_CLIP.format(brief=BRIEF, quality=JPEG_QUALITY)
+    runs = {
+        "ours": callgrind([sys.executable, "-c", script, "ours", str(clip), str(work / "frames")], work / "ours"),
+        "baseline": callgrind([sys.executable, "-c", script, "baseline"], work / "baseline"),
+        "ffmpeg decode": callgrind(["ffmpeg", "-nostdin", "-hide_banner", "-nostats", "-threads", "1", "-i",
+                                    str(clip), "-f", "null", "-"], work / "decode"),
+        "ffmpeg filters": callgrind(["ffmpeg", "-nostdin", "-hide_banner", "-nostats", "-threads", "1", "-i",
+                                     str(clip), "-filter_threads", "1", "-vf", FILTERS, "-f", "null", "-"],
+                                    work / "filters"),
+    }
+    own = {name: n - runs["baseline"].get(name, 0) for name, n in runs["ours"].items()}
+    total = {name: sum(counts.values()) for name, counts in runs.items()}
+    step = total["ours"] - total["baseline"]
+    print(f"instructions on {clip.name} (valgrind callgrind; imports left out of ours): renders step "
+          f"{step / 1e9:.2f} G, ffmpeg decode {total['ffmpeg decode'] / 1e9:.2f} G, "
+          f"filters {total['ffmpeg filters'] / 1e9:.2f} G")
+    print(f"renders step / ffmpeg filters: {step / total['ffmpeg filters']:.2f} instructions; "
+          f"/ ffmpeg decode: {step / total['ffmpeg decode']:.2f} instructions")
+    print("  the step's instructions by library: " + ", ".join(
+        f"{name} {n / 1e9:.2f} G" for name, n in sorted(own.items(), key=lambda kv: -kv[1]) if n > step / 100))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clips", type=int, default=12)
     parser.add_argument("--repeat", type=int, default=3, help="rounds; ratios are taken within a round")
     parser.add_argument("--keep", type=Path, help="folder for the clips, kept and reused between runs")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count instructions on one clip under valgrind (slow: about a minute)")
     args = parser.parse_args()
     if not shutil.which("ffmpeg"):
         print("ffmpeg not found on PATH: no comparison", file=sys.stderr)
@@ -206,6 +266,12 @@ def main() -> int:
               "freezedetect all planes, against a -60 dB global mean); ours reads the 160 px full-range "
               "picture, with an 8x8-cell maximum for freezes; freezedetect needs d between first and "
               "last frozen frame pts, ours counts the last frame's duration too.")
+        if args.instructions:
+            if not shutil.which("valgrind"):
+                print("valgrind not found on PATH (apt-get install valgrind): no instruction counts")
+            else:
+                (Path(tmp) / "callgrind").mkdir()
+                instructions(clips[min(1, len(clips) - 1)], Path(tmp) / "callgrind")
     return 0
 
 

@@ -18,6 +18,7 @@ import dagster as dg
 import polars as pl
 
 from vae_pipeline.domain.files import write_atomic
+from vae_pipeline.partitions import SERIES
 from vae_pipeline.resources import Warehouse
 
 
@@ -70,6 +71,20 @@ class ParquetTableIOManager(dg.ConfigurableIOManager):
                                          f"{', '.join(missing)}: materialize it for them first")
         # each series' rows carry their series, so a roll-up can join on (series, id)
         return {series: _with_series(pl.read_parquet(self._path(key, series)), series) for series in partitions}
+
+
+def other_series_tables(context: dg.AssetExecutionContext, warehouse: Warehouse,
+                        stages: tuple[str, ...]) -> dict[str, dict[str, pl.DataFrame]]:
+    """The stored tables of `stages` for every series outside this run that has them all, as
+    series -> {stage: table}: what a check over the whole asset reads for the series its run
+    did not cover (a run over one new series must not hide an earlier series' failure)."""
+    in_run = set(context.partition_keys)
+    tables = {}
+    for series in context.instance.get_dynamic_partitions(SERIES):
+        paths = {stage: table_path(warehouse, dg.AssetKey(stage), series) for stage in stages}
+        if series not in in_run and all(path.exists() for path in paths.values()):
+            tables[series] = {stage: pl.read_parquet(path) for stage, path in paths.items()}
+    return tables
 
 
 def series_tables(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:

@@ -192,3 +192,28 @@ def test_every_dataset_file_is_readable_by_others(built_once):
     modes = {p.relative_to(built_once["dataset"]).as_posix(): p.stat().st_mode & 0o777
              for p in built_once["dataset"].rglob("*") if p.is_file()}
     assert modes and {path: mode for path, mode in modes.items() if mode & 0o044 != 0o044} == {}
+
+
+def test_checks_of_a_run_over_some_series_still_speak_for_every_series(built, sample_runs, pipeline_env):
+    """A later run over one series evaluates the checks of `labels` and `renders` again: they still
+    name the drifted labels planted in the first series, which that run did not cover, and count
+    every series."""
+    runs = built[0]
+    first = min(sample_runs.series)
+    other = max(sample_runs.series)
+    plan = next(p for p in sample_runs.episodes if p.series == other and p.bad is None and not p.archive)
+    brief_file = runs / other / plan.episode_id / "brief.json"
+    brief = json.loads(brief_file.read_text())
+    brief_file.write_text(json.dumps({**brief, "title": brief["title"] + " (revised)"}, indent=2) + "\n")
+    summary = build(runs, pipeline_env["dataset"])
+    assert summary["materialized"]["labels"] == [other] and summary["materialized"]["renders"] == [other]
+    with dg.DagsterInstance.from_config(str(pipeline_env["home"] / "dagster")) as instance:
+        drift = latest_check(instance, "labels", "no_drift_from_stored_host_label")
+        adds_up = latest_check(instance, "labels", "labels_add_up")
+        analysed = latest_check(instance, "renders", "every_delivered_video_analysed")
+    named = set(re.findall(r"([A-Za-z0-9._-]+) \(\w+ → \w+\)", drift.description))
+    assert drift.passed is False and named == set(sample_runs.drifted_ids)
+    assert {p.series for p in sample_runs.episodes if p.episode_id in named} == {first}
+    for result in (drift, adds_up, analysed):
+        assert result.metadata["series_checked"].value == len(sample_runs.series)
+        assert result.metadata["series_in_this_run"].value == 1

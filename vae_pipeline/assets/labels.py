@@ -21,7 +21,7 @@ from vae_pipeline.domain.files import create_new
 from vae_pipeline.domain.host import carry_history, host_verdict
 from vae_pipeline.domain.rubric import AXES, RubricError, load_rubric
 from vae_pipeline.freshness import series_output
-from vae_pipeline.io_manager import parquet_bytes
+from vae_pipeline.io_manager import other_series_tables, parquet_bytes
 from vae_pipeline.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.resources import ProjectMeta, Warehouse
 from vae_pipeline.ui import markdown_table
@@ -162,24 +162,41 @@ def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehou
             "preview": markdown_table(frame, ("id", "label", "host_rule", "host_gates_failed", "positive_eligible",
                                               "previous_final_label", "rehosted_at")),
         }
-        expected = episodes[series].filter(pl.col("valid")).height - verdicts[series].filter(~pl.col("judge_valid")).height
-        if not sum(counts.values()) == expected == frame.height:
-            not_adding_up.append(f"{series}: {dict(sorted(counts.items()))} add up to {sum(counts.values())} "
-                                 f"of {expected} labelled episodes")
-        drifted += frame.filter((pl.col("judge_rubric_version") == loaded.version)
-                                & pl.col("stored_host_label").is_not_null()
-                                & (pl.col("stored_host_label") != pl.col("label").fill_null("unjudged"))).to_dicts()
     yield series_output(context, frames, metadata, unversioned=("rehosted_at",))
+    # the checks speak for every series: this run's, and the stored labels of the others
+    checked = {series: (episodes[series], verdicts[series], frames[series]) for series in frames}
+    checked.update({series: (t["episodes"], t["verdicts"], t["labels"])
+                    for series, t in other_series_tables(context, warehouse, ("episodes", "verdicts", "labels")).items()})
+    for series, (series_episodes, series_verdicts, frame) in sorted(checked.items()):
+        problem, series_drifted = label_problems(series, series_episodes, series_verdicts, frame, loaded.version)
+        not_adding_up += [problem] if problem else []
+        drifted += series_drifted
+    where = {"series_checked": len(checked), "series_in_this_run": len(frames)}
     yield dg.AssetCheckResult(
-        check_name="labels_add_up", passed=not not_adding_up,
-        description="; ".join(not_adding_up) or "every labelled episode has exactly one label")
+        check_name="labels_add_up", passed=not not_adding_up, metadata=where,
+        description="; ".join(not_adding_up) or f"every labelled episode of {len(checked)} series has exactly one label")
     yield dg.AssetCheckResult(
         check_name="no_drift_from_stored_host_label", passed=not drifted,
         severity=dg.AssetCheckSeverity.WARN,
-        description="recomputed labels equal the stored host labels under the judge's rubric version"
+        description=f"recomputed labels equal the stored host labels under the judge's rubric version "
+                    f"({len(checked)} series)"
         if not drifted else "differ from judge.json host.label: " + ", ".join(
             f"{r['id']} ({r['stored_host_label']} → {_label_name(r['label'])})" for r in drifted[:30]),
-        metadata={"drifted": len(drifted)})
+        metadata={"drifted": len(drifted), **where})
+
+
+def label_problems(series: str, episodes: pl.DataFrame, verdicts: pl.DataFrame, frame: pl.DataFrame,
+                   rubric_version: str) -> tuple[str | None, list[dict]]:
+    """One series' part of the two checks: why its labels do not add up (None when they do), and
+    its labels that differ from the host label judge.json stored under the same rubric version."""
+    counts = Counter(_label_name(label) for label in frame["label"].to_list())
+    expected = episodes.filter(pl.col("valid")).height - verdicts.filter(~pl.col("judge_valid")).height
+    problem = None if sum(counts.values()) == expected == frame.height else (
+        f"{series}: {dict(sorted(counts.items()))} add up to {sum(counts.values())} of {expected} labelled episodes")
+    drifted = frame.filter((pl.col("judge_rubric_version") == rubric_version)
+                           & pl.col("stored_host_label").is_not_null()
+                           & (pl.col("stored_host_label") != pl.col("label").fill_null("unjudged"))).to_dicts()
+    return problem, drifted
 
 
 def rubric_checked_in_force(project_meta: ProjectMeta, rubric: pl.DataFrame):

@@ -196,11 +196,15 @@ def test_every_dataset_file_is_readable_by_others(built_once):
 
 def test_checks_of_a_run_over_some_series_still_speak_for_every_series(built, sample_runs, pipeline_env):
     """A later run over one series evaluates the checks of `labels` and `renders` again: they still
-    name the drifted labels planted in the first series, which that run did not cover, and count
-    every series."""
+    name the drifted labels planted in the first series, which that run did not cover, count every
+    series, and name a series whose stored tables an older version wrote without a column they read
+    (the run itself does not fail on it)."""
     runs = built[0]
-    first = min(sample_runs.series)
-    other = max(sample_runs.series)
+    first, middle, other = sorted(sample_runs.series)
+    tables = pipeline_env["home"] / "tables"
+    for stage, column in (("labels", "stored_host_label"), ("renders", "loop_seam")):
+        path = tables / stage / f"{middle}.parquet"
+        pl.read_parquet(path).drop(column).write_parquet(path)
     plan = next(p for p in sample_runs.episodes if p.series == other and p.bad is None and not p.archive)
     brief_file = runs / other / plan.episode_id / "brief.json"
     brief = json.loads(brief_file.read_text())
@@ -214,6 +218,10 @@ def test_checks_of_a_run_over_some_series_still_speak_for_every_series(built, sa
     named = set(re.findall(r"([A-Za-z0-9._-]+) \(\w+ → \w+\)", drift.description))
     assert drift.passed is False and named == set(sample_runs.drifted_ids)
     assert {p.series for p in sample_runs.episodes if p.episode_id in named} == {first}
+    assert not summary["failed_runs"]
+    assert adds_up.passed is False and f"{middle}: its stored tables lack labels.stored_host_label" in adds_up.description
+    assert analysed.passed is False and f"{middle}: its stored tables lack renders.loop_seam" in analysed.description
+    assert f"{middle}: its stored tables lack labels.stored_host_label" in drift.description
     for result in (drift, adds_up, analysed):
-        assert result.metadata["series_checked"].value == len(sample_runs.series)
+        assert result.metadata["series_checked"].value == len(sample_runs.series) - 1  # all but the outdated one
         assert result.metadata["series_in_this_run"].value == 1

@@ -36,6 +36,8 @@ LABELS_SCHEMA = {
     "host_rubric_version": pl.String, "rubric_sha256": pl.String, "rehosted_at": pl.String,
     "previous_final_label": pl.String, "stored_host_label": pl.String, "judge_rubric_version": pl.String,
 }  # fmt: skip
+# What the checks read of each stage's stored table, for the series outside a run.
+CHECKED_COLUMNS = {"episodes": ("id", "valid"), "verdicts": ("judge_valid",), "labels": tuple(LABELS_SCHEMA)}
 FACT_COLUMNS = ("video_ok", "video_duration_s", "fps", "width", "height", "black_ranges", "freeze_ranges",
                 "still", "loop_seam")
 
@@ -164,24 +166,25 @@ def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehou
         }
     yield series_output(context, frames, metadata, unversioned=("rehosted_at",))
     # the checks speak for every series: this run's, and the stored labels of the others
+    others, outdated = other_series_tables(context, warehouse, CHECKED_COLUMNS)
     checked = {series: (episodes[series], verdicts[series], frames[series]) for series in frames}
-    checked.update({series: (t["episodes"], t["verdicts"], t["labels"])
-                    for series, t in other_series_tables(context, warehouse, ("episodes", "verdicts", "labels")).items()})
+    checked.update({series: (t["episodes"], t["verdicts"], t["labels"]) for series, t in others.items()})
     for series, (series_episodes, series_verdicts, frame) in sorted(checked.items()):
         problem, series_drifted = label_problems(series, series_episodes, series_verdicts, frame, loaded.version)
         not_adding_up += [problem] if problem else []
         drifted += series_drifted
     where = {"series_checked": len(checked), "series_in_this_run": len(frames)}
+    drift_text = "differ from judge.json host.label: " + ", ".join(
+        f"{r['id']} ({r['stored_host_label']} → {_label_name(r['label'])})" for r in drifted[:30])
     yield dg.AssetCheckResult(
-        check_name="labels_add_up", passed=not not_adding_up, metadata=where,
-        description="; ".join(not_adding_up) or f"every labelled episode of {len(checked)} series has exactly one label")
+        check_name="labels_add_up", passed=not (not_adding_up or outdated), metadata=where,
+        description="; ".join(not_adding_up + outdated)
+        or f"every labelled episode of {len(checked)} series has exactly one label")
     yield dg.AssetCheckResult(
-        check_name="no_drift_from_stored_host_label", passed=not drifted,
+        check_name="no_drift_from_stored_host_label", passed=not (drifted or outdated),
         severity=dg.AssetCheckSeverity.WARN,
-        description=f"recomputed labels equal the stored host labels under the judge's rubric version "
-                    f"({len(checked)} series)"
-        if not drifted else "differ from judge.json host.label: " + ", ".join(
-            f"{r['id']} ({r['stored_host_label']} → {_label_name(r['label'])})" for r in drifted[:30]),
+        description="; ".join(([drift_text] if drifted else []) + outdated)
+        or f"recomputed labels equal the stored host labels under the judge's rubric version ({len(checked)} series)",
         metadata={"drifted": len(drifted), **where})
 
 

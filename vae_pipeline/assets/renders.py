@@ -87,18 +87,21 @@ def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
                                                          series, episodes[series])
     yield series_output(context, frames, metadata)
     # the checks speak for every series: this run's, and the stored facts of the others
+    others, outdated = other_series_tables(context, warehouse, {"episodes": ("id", "valid", "delivered"),
+                                                                "renders": tuple(RENDERS_SCHEMA)})
     checked = {series: (episodes[series], frames[series]) for series in frames}
-    checked.update({series: (t["episodes"], t["renders"])
-                    for series, t in other_series_tables(context, warehouse, ("episodes", "renders")).items()})
-    missing, problems = [], []
+    checked.update({series: (t["episodes"], t["renders"]) for series, t in others.items()})
+    missing, problems = [], list(outdated)
     for _, (series_episodes, frame) in sorted(checked.items()):
         delivered = series_episodes.filter(pl.col("valid") & pl.col("delivered"))["id"].to_list()
         missing += sorted(set(delivered) - set(frame["id"].to_list()))
         problems += facts_out_of_domain(frame)
     where = {"series_checked": len(checked), "series_in_this_run": len(frames)}
-    yield dg.AssetCheckResult(check_name="every_delivered_video_analysed", passed=not missing, metadata=where,
-                              description=f"every delivered video of {len(checked)} series has facts" if not missing
-                              else f"no facts for: {', '.join(missing)}")
+    yield dg.AssetCheckResult(check_name="every_delivered_video_analysed", passed=not (missing or outdated),
+                              metadata=where,
+                              description="; ".join(([f"no facts for: {', '.join(missing)}"] if missing else [])
+                                                    + outdated)
+                              or f"every delivered video of {len(checked)} series has facts")
     yield dg.AssetCheckResult(check_name="facts_in_domain", passed=not problems, metadata=where,
                               description="; ".join(problems[:20])
                               or f"ranges ordered and inside the duration ({len(checked)} series)")

@@ -5,6 +5,7 @@ PostgreSQL and Redis answer on 127.0.0.1 by default (CI's machine and the projec
 elsewhere. Every test creates a uniquely named database / key prefix and drops it afterwards.
 """
 
+import json
 import os
 import signal
 import socket
@@ -60,6 +61,14 @@ def redis_prefix() -> Iterator[str]:
         if keys:
             client.delete(*keys)
         client.close()
+
+
+def graphql(port: int, text: str) -> dict:
+    """The `data` of a GraphQL query to a dagster-webserver on 127.0.0.1."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": text}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())["data"]
 
 
 def free_port() -> int:

@@ -4,7 +4,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import pytest
 
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META
+from vae_pipeline_tests.services import free_port, graphql
 
 VAE = Path(sys.executable).parent / "vae"
 
@@ -95,21 +95,8 @@ def test_a_build_whose_stages_failed_says_what_failed_never_up_to_date(tmp_path)
     assert again.returncode == 1 and "up to date" not in again.stdout, again.stdout
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 ASSET_NODES = "{ assetNodes { assetKey { path } } }"
 DAEMONS = "{ instance { daemonHealth { allDaemonStatuses { daemonType healthy } } } }"
-
-
-def graphql(port: int, query: str) -> dict:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as reply:
-        return json.loads(reply.read())["data"]
 
 
 def test_ui_as_demo_prints_it_serves_the_code_location_without_the_venv_on_path(small_runs, tmp_path):

@@ -8,7 +8,6 @@ import os
 import re
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import dagster as dg
@@ -18,7 +17,16 @@ from vae_pipeline.cli import build
 from vae_pipeline.sample.generator import generate
 from vae_pipeline.settings import PROJECT_ROOT, apply_defaults
 from vae_pipeline_tests.conftest import META, isolate
-from vae_pipeline_tests.services import answers, free_port, postgres_database, process, query, redis_prefix, wait_for
+from vae_pipeline_tests.services import (
+    answers,
+    free_port,
+    graphql,
+    postgres_database,
+    process,
+    query,
+    redis_prefix,
+    wait_for,
+)
 
 # dagster-celery registers its step task again for every step it submits; celery warns each time
 pytestmark = pytest.mark.filterwarnings("ignore:Task name 'execute_plan' is already registered")
@@ -46,13 +54,6 @@ def dataset_bytes(folder: Path) -> dict[str, bytes]:
     files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
     files["README.md"] = re.sub(rb"Last refreshed: [^(]*\(UTC\)", b"Last refreshed: - (UTC)", files["README.md"])
     return files
-
-
-def graphql(port: int, text: str) -> dict:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": text}).encode(),
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read())["data"]
 
 
 @pytest.fixture(scope="module")

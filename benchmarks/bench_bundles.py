@@ -191,12 +191,14 @@ def main() -> None:
 
         # every timing is the best of --repeat rounds, the contenders taking turns within a round,
         # so a change in the machine's load hits them alike
-        colds, warms, tars, threadeds = [], [], [], []
+        colds, warms, tars, threadeds, busy = [], [], [], [], []
         have_zstd = shutil.which("zstd") is not None
         for round_ in range(args.repeat):
             home = root / f"home-{round_}"
+            cpu_before = time.process_time()
             seconds, rows = ours(runs, plans, home, CPUS)
             colds.append(seconds)
+            busy.append((time.process_time() - cpu_before) / seconds / CPUS)
             seconds, rows_again = ours(runs, plans, home, CPUS)
             warms.append(seconds)
             assert [r["archive_sha256"] for r in rows] == [r["archive_sha256"] for r in rows_again]
@@ -207,7 +209,7 @@ def main() -> None:
         archives = sum(r["archive_size"] for r in rows)
         print(f"best of {args.repeat}:")
         print(f"bundles, first build (empty image cache): {cold:6.2f} s = {text_mb / cold:6.1f} MB/s of text "
-              f"-> {archives / 1e6:.1f} MB of archives")
+              f"-> {archives / 1e6:.1f} MB of archives; the cores busy {min(busy):.0%}-{max(busy):.0%} of the time")
         print(f"bundles, cache filled (any later build):  {warm:6.2f} s = {text_mb / warm:6.1f} MB/s of text")
         caught, total, missed = planted_caught(home, plans, rows)
         print(f"  planted kinds caught: {caught}/{total}" + (f"  MISSED: {missed}" if missed else ""))

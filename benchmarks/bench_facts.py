@@ -15,7 +15,9 @@ coincide. FFmpeg is only a yardstick here; the package never calls it.
 
 With --instructions it then counts, under valgrind's callgrind, the instructions the step and
 the two ffmpeg commands execute on one clip: a ratio the machine's load does not move, and where
-the step's instructions go, library by library.
+the step's instructions go, library by library; and what the two ways round its largest costs
+would give: the analysis picture as an exact box average in numpy, the JPEGs from the decoded
+planes.
 
 Run: python benchmarks/bench_facts.py [--clips 12] [--repeat 3] [--keep DIR] [--instructions]
 """
@@ -36,8 +38,14 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
+import av
+import numpy as np
+import simplejpeg
+from av.video.reformatter import Interpolation, VideoReformatter
+
 from vae_pipeline.domain.renders import RenderJob, iter_renders, take_frames, write_outputs
-from vae_pipeline.domain.sampler import sample_times
+from vae_pipeline.domain.sampler import encode_frame, sample_times
+from vae_pipeline.domain.video_facts import rgbx_array
 from vae_pipeline.sample.generator import HD_FPS, HD_SIZES
 from vae_pipeline.sample.video import write_video
 
@@ -195,6 +203,83 @@ def instructions(clip: Path, work: Path) -> None:
         f"{name} {n / 1e9:.2f} G" for name, n in sorted(own.items(), key=lambda kv: -kv[1]) if n > step / 100))
 
 
+# The 14 judge frames' JPEGs made two ways: as the step makes them (RGB, then libjpeg-turbo's own
+# colour conversion), and straight from the decoded planes brought to full range (`yuvj420p`).
+_JPEG_PATHS = """
+import sys
+import av
+import numpy as np
+import simplejpeg
+from vae_pipeline.domain.sampler import encode_frame
+from vae_pipeline.domain.video_facts import rgbx_array
+with av.open(sys.argv[2]) as container:
+    stream = container.streams.video[0]
+    stream.thread_count = 1
+    frames = [frame for i, frame in enumerate(container.decode(stream)) if i % 24 == 0][:14]
+for frame in frames:
+    if sys.argv[1] == "rgb":
+        encode_frame(rgbx_array(frame, 0), {quality})
+    elif sys.argv[1] == "yuv":
+        full = frame.reformat(format="yuvj420p", threads=1)
+        planes = [np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, : p.width] for p in full.planes]
+        simplejpeg.encode_jpeg_yuv_planes(*planes, quality={quality})
+"""
+
+
+def _loop_seam(first: np.ndarray, last: np.ndarray) -> float:
+    return round(float(np.abs(last.astype(np.int16) - first).mean()), 3)
+
+
+def alternatives(clip: Path, work: Path) -> None:
+    """What the two ways round the step's largest costs would give, on the same clip: the analysis
+    picture as an exact box average in numpy (time, pixels, `loop_seam`), and the JPEGs made from
+    the decoded planes (instructions, and how far the pictures move)."""
+    reformatter = VideoReformatter()
+    with av.open(str(clip)) as container:
+        stream = container.streams.video[0]
+        stream.thread_count = 1
+        decoded = list(container.decode(stream))
+    height = round(160 * decoded[0].height / decoded[0].width)
+    factor = decoded[0].width // 160
+
+    def libswscale(frame: av.VideoFrame) -> np.ndarray:
+        return reformatter.reformat(frame, width=160, height=height, format="gray",
+                                    interpolation=Interpolation.AREA, threads=1).to_ndarray()
+
+    def numpy_box(frame: av.VideoFrame) -> np.ndarray:
+        plane = frame.planes[0]
+        luma = np.frombuffer(plane, np.uint8).reshape(frame.height, plane.line_size)[:, : frame.width]
+        mean = luma.reshape(height, factor, 160, factor).sum(axis=(1, 3), dtype=np.uint32) / factor**2
+        return np.clip(np.rint((mean - 16) * 255 / 219), 0, 255).astype(np.uint8)  # limited -> full range
+
+    pictures, seconds = {}, {}
+    for name, scale in (("libswscale", libswscale), ("numpy", numpy_box)):
+        start = time.process_time()
+        pictures[name] = np.stack([scale(frame) for frame in decoded])
+        seconds[name] = time.process_time() - start
+    differ = np.count_nonzero(pictures["libswscale"] != pictures["numpy"]) / pictures["numpy"].size
+    print(f"analysis picture as an exact box average in numpy: {seconds['numpy'] / seconds['libswscale']:.1f}x "
+          f"libswscale's CPU time; {differ:.0%} of pixels differ (at most "
+          f"{int(np.abs(pictures['libswscale'].astype(np.int16) - pictures['numpy']).max())} level); loop_seam "
+          f"{_loop_seam(pictures['libswscale'][0], pictures['libswscale'][-1]):.3f} -> "
+          f"{_loop_seam(pictures['numpy'][0], pictures['numpy'][-1]):.3f}")
+
+    script = _JPEG_PATHS.format(quality=JPEG_QUALITY)
+    counts = {way: sum(callgrind([sys.executable, "-c", script, way, str(clip)], work / f"jpeg-{way}").values())
+              for way in ("none", "rgb", "yuv")}
+    moved = []
+    for frame in decoded[::24][:14]:
+        full = frame.reformat(format="yuvj420p", threads=1)
+        planes = [np.ascontiguousarray(np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, : p.width])
+                  for p in full.planes]
+        ours_jpeg = simplejpeg.decode_jpeg(encode_frame(rgbx_array(frame, 0), JPEG_QUALITY))
+        from_planes = simplejpeg.decode_jpeg(simplejpeg.encode_jpeg_yuv_planes(*planes, quality=JPEG_QUALITY))
+        moved.append(float(np.abs(ours_jpeg.astype(np.int16) - from_planes).mean()))
+    print(f"the 14 JPEGs from the decoded planes: {(counts['yuv'] - counts['none']) / 1e9:.3f} G instructions "
+          f"against {(counts['rgb'] - counts['none']) / 1e9:.3f} G as the step makes them; the pictures move by "
+          f"{statistics.mean(moved):.2f} levels on average")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clips", type=int, default=12)
@@ -272,6 +357,7 @@ def main() -> int:
             else:
                 (Path(tmp) / "callgrind").mkdir()
                 instructions(clips[min(1, len(clips) - 1)], Path(tmp) / "callgrind")
+                alternatives(clips[min(1, len(clips) - 1)], Path(tmp) / "callgrind")
     return 0
 
 

@@ -46,7 +46,8 @@ sys.path.insert(0, str(HERE))
 BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "facts": ("bench_facts", ["--repeat", "2", "--instructions"],
               [r"^cpus: ", r"^best of ", r"^renders step ", r"^ranges: ", r"ffmpeg not found", r"^instructions on ",
-               r"by library: ", r"valgrind not found"]),
+               r"by library: ", r"valgrind not found",
+               r"^analysis picture as ", r"^the 14 JPEGs from "]),
     "scrub": ("bench_scrub", ["--mb", "50", "--ds-mb", "2"],
               [r"^scrub: ", r"^detect-secrets: ", r"planted kinds caught", r"scrub / detect-secrets",
                r"not installed"]),

@@ -31,8 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import dagster as dg  # imported before the first timing
 import redis
 
-from vae_pipeline.cli import build, settings
-from vae_pipeline.executor import DEFAULT_BROKER
+from vae_pipeline.cli.build import build
+from vae_pipeline.cli.common import settings
+from vae_pipeline.engines.executor import DEFAULT_BROKER
 from vae_pipeline.sample.generator import generate
 
 PROJECT = Path(__file__).resolve().parents[1]

@@ -111,7 +111,7 @@ def instrumented(timing: Timing):
 
 
 def timed_build(runs: Path, out: Path, rubric_version: str | None, profile: bool = False) -> tuple[dict, Timing]:
-    from vae_pipeline.cli import build
+    from vae_pipeline.cli.build import build
 
     timing = Timing()
     profiler = cProfile.Profile() if profile else None

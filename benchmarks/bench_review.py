@@ -40,7 +40,7 @@ def build_sample(root: Path, seed: int) -> Path:
     """One series of real episodes, built: the pipeline's home holding its rows, clips and frames."""
     os.environ.update({"VAE_HOME": str(root / "home"), "DAGSTER_HOME": str(root / "home" / "dagster"),
                        "VAE_META_DIR": str(META), "VAE_RUBRIC_VERSION": "latest"})
-    from vae_pipeline.cli import build
+    from vae_pipeline.cli.build import build
     from vae_pipeline.sample.generator import VARIANTS, generate
 
     generate(root / "runs", META, series=1, episodes=len(VARIANTS), seed=seed, bad=False)

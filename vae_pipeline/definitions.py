@@ -9,22 +9,22 @@ import dagster as dg
 
 from vae_pipeline.assets import ASSETS, PUBLISH_CHECKS
 from vae_pipeline.assets.hub_release import hub_release
-from vae_pipeline.executor import vae_executor
-from vae_pipeline.io_manager import ParquetTableIOManager
-from vae_pipeline.jobs import publish_job, refresh_job, rehost_job
-from vae_pipeline.resources import (
+from vae_pipeline.automation.jobs import publish_job, refresh_job, rehost_job
+from vae_pipeline.automation.schedules import nightly_refresh
+from vae_pipeline.automation.sensors import (
+    new_series_sensor,
+    refresh_after_check_failure_sensor,
+    refresh_followup_sensor,
+)
+from vae_pipeline.engines.executor import vae_executor
+from vae_pipeline.storage.io_manager import ParquetTableIOManager
+from vae_pipeline.storage.resources import (
     DatasetFolder,
     HubRepo,
     ProjectMeta,
     RunsRoot,
     ScrubSettings,
     Warehouse,
-)
-from vae_pipeline.schedules import nightly_refresh
-from vae_pipeline.sensors import (
-    new_series_sensor,
-    refresh_after_check_failure_sensor,
-    refresh_followup_sensor,
 )
 
 

@@ -39,7 +39,7 @@ def pipeline_env(tmp_path, monkeypatch) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def built_once(sample_runs, tmp_path_factory):
     """One `vae build` of the sample runs, shared by a module's read-only tests."""
-    from vae_pipeline.cli import build
+    from vae_pipeline.cli.build import build
 
     root = tmp_path_factory.mktemp("built")
     with pytest.MonkeyPatch.context() as monkeypatch:

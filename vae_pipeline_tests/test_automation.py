@@ -8,15 +8,15 @@ import duckdb
 
 from vae_pipeline.assets.episodes import episodes
 from vae_pipeline.assets.meta import rubric
-from vae_pipeline.cli import build
+from vae_pipeline.automation.planner import REFRESH_TAG, asset_specs
+from vae_pipeline.automation.schedules import nightly_refresh
+from vae_pipeline.automation.sensors import new_series_sensor, refresh_followup_sensor
+from vae_pipeline.cli.build import build
 from vae_pipeline.definitions import defs, resources_from_environ
-from vae_pipeline.freshness import inputs_fingerprint
-from vae_pipeline.partitions import SERIES
-from vae_pipeline.refresh import REFRESH_TAG, asset_specs
-from vae_pipeline.resources import ProjectMeta
-from vae_pipeline.schedules import nightly_refresh
-from vae_pipeline.sensors import new_series_sensor, refresh_followup_sensor
-from vae_pipeline.settings import apply_defaults
+from vae_pipeline.engines.settings import apply_defaults
+from vae_pipeline.storage.partitions import SERIES
+from vae_pipeline.storage.resources import ProjectMeta
+from vae_pipeline.storage.versions import inputs_fingerprint
 from vae_pipeline_tests.conftest import copy_runs
 
 PARTITIONED = {"episodes", "renders", "verdicts", "labels"}

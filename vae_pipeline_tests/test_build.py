@@ -8,7 +8,8 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from vae_pipeline.cli import build, main
+from vae_pipeline.cli import main
+from vae_pipeline.cli.build import build
 from vae_pipeline.domain.rows import DATASET_COLUMNS
 from vae_pipeline_tests.conftest import copy_runs
 

@@ -199,7 +199,7 @@ def test_image_cache_encodes_an_image_once_across_episodes_and_builds(tmp_path, 
 
 def _bundled(sample_runs, home, workers: int) -> list[dict]:
     from vae_pipeline.assets.bundles import bundle_rows
-    from vae_pipeline.resources import RunsRoot, Warehouse
+    from vae_pipeline.storage.resources import RunsRoot, Warehouse
 
     rows = [{"id": p.episode_id, "series": p.series, "date": "2026-10-21", "is_archive": p.archive,
              "source": f"{p.episode_id}.tar.zst" if p.archive else p.episode_id}

@@ -51,7 +51,7 @@ import polars as pl
 import pytest
 import zstandard
 
-from vae_pipeline.cli import build
+from vae_pipeline.cli.build import build
 from vae_pipeline.sample.video import write_video
 
 PROJECT = Path(__file__).resolve().parent.parent

@@ -9,8 +9,8 @@ import pytest
 import zstandard
 
 from vae_pipeline.domain.episode import parse_episode
-from vae_pipeline.domain.json_schema import SchemaValidator
 from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.json_schema import SchemaValidator
 from vae_pipeline.domain.series import discover_series, episode_entries, read_series_json
 
 META = Path(__file__).resolve().parent.parent / "meta"

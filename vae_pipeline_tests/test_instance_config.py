@@ -11,10 +11,11 @@ from dagster._core.instance.config import dagster_instance_config
 from dagster._core.run_coordinator import QueuedRunCoordinator
 
 from vae_pipeline.definitions import defs
-from vae_pipeline.executor import engine_of
-from vae_pipeline.pools import ensure_pool_limits
+from vae_pipeline.domain.project import PROJECT_ROOT
+from vae_pipeline.engines.executor import engine_of
+from vae_pipeline.engines.pools import ensure_pool_limits
+from vae_pipeline.engines.settings import apply_defaults, instance_yaml
 from vae_pipeline.sample.generator import generate
-from vae_pipeline.settings import PROJECT_ROOT, apply_defaults, instance_yaml
 from vae_pipeline_tests.conftest import META
 
 VARIANTS = {"sqlite": PROJECT_ROOT / "dagster.yaml",
@@ -125,7 +126,7 @@ def test_every_job_runs_on_the_configurable_executor():
 
 
 def test_celery_broker_settings_come_from_the_environment():
-    from vae_pipeline.executor import celery_executor_from_env
+    from vae_pipeline.engines.executor import celery_executor_from_env
 
     executor = celery_executor_from_env(environ={"VAE_CELERY_BROKER": "redis://queue.example:6379/3",
                                                  "VAE_CELERY_PREFIX": "night-"})
@@ -139,7 +140,7 @@ def test_celery_broker_settings_come_from_the_environment():
 
 def test_a_renders_step_waits_while_the_renders_slot_is_taken(pipeline_env, tmp_path):
     """The pool binds every launch path, `vae build`'s in-process runs included."""
-    from vae_pipeline.cli import build
+    from vae_pipeline.cli.build import build
 
     runs = generate(tmp_path / "runs", META, series=1, episodes=1, seed=5, bad=False)
     apply_defaults(dict(os.environ))  # the embedded instance in DAGSTER_HOME, as `vae build` makes it

@@ -7,7 +7,7 @@ import duckdb
 import polars as pl
 
 from vae_pipeline.assets.labels import LABELS_SCHEMA, label_history_view, record_labels
-from vae_pipeline.resources import Warehouse
+from vae_pipeline.storage.resources import Warehouse
 
 SERIES = "2026-10-21-s1"
 

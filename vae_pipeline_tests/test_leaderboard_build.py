@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 from huggingface_hub import DatasetCard
 
-from vae_pipeline.cli import build, main
+from vae_pipeline.cli import main
+from vae_pipeline.cli.build import build
 from vae_pipeline.domain.leaderboard import PAIRWISE_AXES
 from vae_pipeline.domain.rubric import AXES as SCORE_AXES
 from vae_pipeline.sample.generator import generate

@@ -24,7 +24,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from vae_pipeline.cli import build
+from vae_pipeline.cli.build import build
 from vae_pipeline_tests.test_contract_independent import (
     Log,
     episode_files,

@@ -959,7 +959,7 @@ def test_the_cli_scrubs_the_root_exception_of_a_failed_run() -> None:
     """The line `vae build` prints (and writes to --summary) for a failed step quotes its root exception."""
     import dagster as dg
 
-    from vae_pipeline.cli import _run_error
+    from vae_pipeline.cli.common import run_error as _run_error
 
     values = hand_values("failing/exception")
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.cli import build, settings
+from vae_pipeline.cli.build import build
+from vae_pipeline.cli.common import settings
 from vae_pipeline.definitions import defs
-from vae_pipeline.partitions import SERIES
+from vae_pipeline.storage.partitions import SERIES
 from vae_pipeline_tests.conftest import copy_runs
 
 ROLL_UP = {"episode_table", "dataset_rows", "dataset_episodes", "dataset_card"}

@@ -14,10 +14,12 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 from dagster_graphql.test.utils import execute_dagster_graphql
 
-from vae_pipeline.cli import build, check_results, publish
+from vae_pipeline.automation.planner import failed_only_on_checks
+from vae_pipeline.cli.build import build, check_results
+from vae_pipeline.cli.publish import publish
 from vae_pipeline.definitions import defs
-from vae_pipeline.refresh import failed_only_on_checks
-from vae_pipeline.settings import PROJECT_ROOT, apply_defaults
+from vae_pipeline.domain.project import PROJECT_ROOT
+from vae_pipeline.engines.settings import apply_defaults
 from vae_pipeline_tests.conftest import copy_runs
 from vae_pipeline_tests.test_ranged_runs import labels_rows, plant_rubric_flips
 

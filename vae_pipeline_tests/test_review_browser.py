@@ -22,8 +22,8 @@ import pytest
 from PIL import Image
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from vae_pipeline.cli import build
-from vae_pipeline.review_server import review_server
+from vae_pipeline.cli.build import build
+from vae_pipeline.review.server import review_server
 from vae_pipeline.sample.generator import FPS, SampleRun
 from vae_pipeline.sample.planted import planted_text, planted_values
 from vae_pipeline_tests.conftest import copy_runs, isolate

@@ -11,7 +11,8 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from vae_pipeline.cli import build, main
+from vae_pipeline.cli import main
+from vae_pipeline.cli.build import build
 from vae_pipeline.domain import review_site
 from vae_pipeline.domain.host import gate_report
 from vae_pipeline.domain.review_site import SiteInputs, render_site

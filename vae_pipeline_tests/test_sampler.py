@@ -18,7 +18,6 @@ from vae_pipeline.domain import sampler
 from vae_pipeline.domain.sampler import encode_frame, sample_times, write_frames
 
 
-
 def save_frames(frames, out_dir: Path) -> list[dict]:
     """Pictures encoded as the `renders` stage encodes them, then written with `write_frames`."""
     return write_frames([(t_s, reason, encode_frame(np.asarray(image.convert("RGB"))))

@@ -13,9 +13,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from vae_pipeline.cli import build
+from vae_pipeline.cli.build import build
+from vae_pipeline.domain.project import PROJECT_ROOT
+from vae_pipeline.engines.settings import apply_defaults
 from vae_pipeline.sample.generator import generate
-from vae_pipeline.settings import PROJECT_ROOT, apply_defaults
 from vae_pipeline_tests.conftest import META, isolate
 from vae_pipeline_tests.services import (
     answers,

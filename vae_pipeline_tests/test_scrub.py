@@ -14,10 +14,10 @@ from vae_pipeline.domain.scrub import (
     ScrubConfig,
     is_text_member,
     kind_specs,
-    load_allow_list,
     scrub_text,
     value_sha256,
 )
+from vae_pipeline.domain.scrub_allow import load_allow_list
 from vae_pipeline.sample.planted import PLANTED_KIND, planted_text, planted_values
 
 SPECS = kind_specs()

@@ -3,11 +3,11 @@
 import subprocess
 import sys
 
-from vae_pipeline.resources import Warehouse
+from vae_pipeline.storage.resources import Warehouse
 
 HOLD = """
 import sys, time
-from vae_pipeline.resources import Warehouse
+from vae_pipeline.storage.resources import Warehouse
 con = Warehouse(path=sys.argv[1]).connect()
 con.execute("CREATE TABLE IF NOT EXISTS labels_latest (id VARCHAR)")
 print("locked", flush=True)

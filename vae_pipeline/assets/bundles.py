@@ -8,14 +8,14 @@ from concurrent.futures import ThreadPoolExecutor
 import dagster as dg
 import polars as pl
 
+from vae_pipeline.assets.metadata import markdown_table
+from vae_pipeline.assets.scrub_settings import scrub_config, scrub_source
 from vae_pipeline.domain.bundle import build_bundle
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.scrub import ScrubConfig
-from vae_pipeline.freshness import series_output
-from vae_pipeline.partitions import SERIES_BACKFILL, series_partitions
-from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings, Warehouse
-from vae_pipeline.scrubbing import scrub_config, scrub_source
-from vae_pipeline.ui import markdown_table
+from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
+from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings, Warehouse
+from vae_pipeline.storage.versions import series_output
 
 FINDING = pl.Struct({"file": pl.String, "line": pl.Int64, "kind": pl.String, "value_sha256": pl.String,
                      "allowed": pl.Boolean})
@@ -65,7 +65,7 @@ def bundle_rows(runs_root: RunsRoot, warehouse: Warehouse, rows: list[dict], con
 
 
 @dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="bundles-1",
-          group_name="series", kinds={"zstd"}, pool="bundles")  # vae_pipeline.pools
+          group_name="series", kinds={"zstd"}, pool="bundles")  # vae_pipeline.engines.pools
 def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
             warehouse: Warehouse, scrub_settings: ScrubSettings,
             episodes: dict[str, pl.DataFrame]) -> dg.Output[dict[str, pl.DataFrame]]:

@@ -4,13 +4,13 @@ import dagster as dg
 import polars as pl
 
 from vae_pipeline.assets.labels import label_history_view
+from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version, write_if_changed
 from vae_pipeline.domain.rows import dataset_frame, load_withheld, publishable
-from vae_pipeline.freshness import frame_version, outdated_stages, record_metadata
-from vae_pipeline.io_manager import parquet_bytes, series_tables
-from vae_pipeline.resources import DatasetFolder, ProjectMeta, Warehouse
-from vae_pipeline.ui import markdown_table
+from vae_pipeline.storage.io_manager import parquet_bytes, series_tables
+from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, Warehouse
+from vae_pipeline.storage.versions import frame_version, outdated_stages, record_metadata
 
 WITHHELD = "withheld.jsonl"
 

@@ -7,10 +7,10 @@ import polars as pl
 
 from vae_pipeline.assets.leaderboard import entrants, human_votes, pairwise_judgments
 from vae_pipeline.domain.card import render_card, stats_rows
-from vae_pipeline.domain.leaderboard_view import leaderboard_section
 from vae_pipeline.domain.files import write_atomic
-from vae_pipeline.freshness import content_version, record_metadata
-from vae_pipeline.resources import DatasetFolder
+from vae_pipeline.domain.leaderboard_view import leaderboard_section
+from vae_pipeline.storage.resources import DatasetFolder
+from vae_pipeline.storage.versions import content_version, record_metadata
 
 
 # entrants and the comparisons: the leaderboard's blocking checks on this asset read them

@@ -11,8 +11,8 @@ from vae_pipeline.domain.episode_files import archive_digests
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import link_or_copy, sha256_file, write_if_changed
 from vae_pipeline.domain.manifest import manifest_bytes
-from vae_pipeline.freshness import content_version, record_metadata
-from vae_pipeline.resources import DatasetFolder, Warehouse
+from vae_pipeline.storage.resources import DatasetFolder, Warehouse
+from vae_pipeline.storage.versions import content_version, record_metadata
 
 
 def place(source: Path, target: Path) -> bool:

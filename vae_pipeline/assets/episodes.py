@@ -3,20 +3,20 @@
 import dagster as dg
 import polars as pl
 
+from vae_pipeline.assets.metadata import markdown_table
+from vae_pipeline.assets.scrub_settings import replacements_source, scrub_config
 from vae_pipeline.domain.episode import parse_episode
-from vae_pipeline.domain.json_schema import SchemaValidator
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
+from vae_pipeline.domain.json_schema import SchemaValidator
 from vae_pipeline.domain.series import (
     episode_entries,
     read_series_json,
     series_fingerprint,
 )
-from vae_pipeline.freshness import content_version, series_output
-from vae_pipeline.partitions import SERIES_BACKFILL, series_partitions
-from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings
-from vae_pipeline.scrubbing import replacements_source, scrub_config
-from vae_pipeline.ui import markdown_table
+from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
+from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings
+from vae_pipeline.storage.versions import content_version, series_output
 
 EPISODES_SCHEMA = {
     "id": pl.String, "series": pl.String, "series_status": pl.String, "source": pl.String,

@@ -24,7 +24,7 @@ from vae_pipeline.domain.publish import (
     plan_publish,
 )
 from vae_pipeline.domain.series import discover_series
-from vae_pipeline.resources import DatasetFolder, HubRepo, ProjectMeta, RunsRoot
+from vae_pipeline.storage.resources import DatasetFolder, HubRepo, ProjectMeta, RunsRoot
 
 
 class PublishConfig(dg.Config):

@@ -16,15 +16,15 @@ import dagster as dg
 import polars as pl
 
 from vae_pipeline.assets.meta import rubric_file
+from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.assets.verdicts import answer_of
 from vae_pipeline.domain.files import create_new
 from vae_pipeline.domain.host import carry_history, host_verdict
 from vae_pipeline.domain.rubric import AXES, RubricError, load_rubric
-from vae_pipeline.freshness import series_output
-from vae_pipeline.io_manager import other_series_tables, parquet_bytes
-from vae_pipeline.partitions import SERIES_BACKFILL, series_partitions
-from vae_pipeline.resources import ProjectMeta, Warehouse
-from vae_pipeline.ui import markdown_table
+from vae_pipeline.storage.io_manager import other_series_tables, parquet_bytes
+from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
+from vae_pipeline.storage.resources import ProjectMeta, Warehouse
+from vae_pipeline.storage.versions import series_output
 
 # The gate and rule code: bump when host.py changes how a label is computed.
 HOST_CODE_VERSION = "host-1"

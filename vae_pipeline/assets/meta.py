@@ -7,19 +7,19 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.episode import load_json
-from vae_pipeline.domain.json_schema import SchemaValidator
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version, write_atomic
+from vae_pipeline.domain.json_schema import SchemaValidator
 from vae_pipeline.domain.rubric import (
     ARCHIVE_DIR,
     RubricError,
     load_rubric,
     rubric_in_force,
 )
-from vae_pipeline.freshness import content_version, frame_version, record_metadata
-from vae_pipeline.resources import DatasetFolder, ProjectMeta, meta_problem
-from vae_pipeline.ui import markdown_table
+from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, meta_problem
+from vae_pipeline.storage.versions import content_version, frame_version, record_metadata
 
 PUBLISHED_META = ("brief.schema.json", "actor-prompt.md")
 

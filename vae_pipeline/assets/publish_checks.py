@@ -20,9 +20,9 @@ from vae_pipeline.assets.dataset_episodes import (
     video_in_place,
 )
 from vae_pipeline.assets.leaderboard import LEADERBOARD_CHECKS
+from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.dataset_files import rows_files_disagree
-from vae_pipeline.resources import DatasetFolder, ProjectMeta
-from vae_pipeline.ui import markdown_table
+from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta
 
 TABLE = {"episode_table": dg.AssetIn("episode_table")}
 

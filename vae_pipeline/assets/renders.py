@@ -11,16 +11,16 @@ import polars as pl
 from PIL import Image
 
 from vae_pipeline.assets.meta import rubric_file
+from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.files import link_or_copy, sha256_file, write_atomic
+from vae_pipeline.domain.renders import RenderJob, iter_renders
 from vae_pipeline.domain.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.rubric import load_rubric
-from vae_pipeline.domain.renders import RenderJob, iter_renders
 from vae_pipeline.domain.sampler import sample_times
-from vae_pipeline.freshness import content_version, series_output
-from vae_pipeline.io_manager import other_series_tables, table_path
-from vae_pipeline.partitions import SERIES_BACKFILL, series_partitions
-from vae_pipeline.resources import ProjectMeta, RunsRoot, Warehouse
-from vae_pipeline.ui import markdown_table
+from vae_pipeline.storage.io_manager import other_series_tables, table_path
+from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
+from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, Warehouse
+from vae_pipeline.storage.versions import content_version, series_output
 
 RENDERS_SCHEMA = {
     "id": pl.String, "video_ok": pl.Boolean, "video_duration_s": pl.Float64, "fps": pl.Float64,
@@ -72,7 +72,7 @@ def _reusable(old: dict | None, key: str, warehouse: Warehouse) -> bool:
 
 
 @dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version=RENDERS_CODE_VERSION,
-          group_name="series", kinds={"pyav", "parquet"}, pool="renders",  # vae_pipeline.pools
+          group_name="series", kinds={"pyav", "parquet"}, pool="renders",  # vae_pipeline.engines.pools
           check_specs=[dg.AssetCheckSpec("every_delivered_video_analysed", asset="renders"),
                        dg.AssetCheckSpec("facts_in_domain", asset="renders")])
 def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,

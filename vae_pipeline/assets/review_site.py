@@ -12,6 +12,7 @@ from vae_pipeline.assets.dataset import WITHHELD
 from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS
+from vae_pipeline.assets.scrub_settings import scrub_config
 from vae_pipeline.domain.dataset_files import AGREEMENT_PARQUET, LEADERBOARD_CHART, LEADERBOARD_PARQUET
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
@@ -25,9 +26,8 @@ from vae_pipeline.domain.review_site import (
 )
 from vae_pipeline.domain.rows import load_withheld
 from vae_pipeline.domain.rubric import load_rubric
-from vae_pipeline.freshness import content_version, record_metadata
-from vae_pipeline.resources import DatasetFolder, ProjectMeta, ScrubSettings, Warehouse
-from vae_pipeline.scrubbing import scrub_config
+from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, ScrubSettings, Warehouse
+from vae_pipeline.storage.versions import content_version, record_metadata
 
 LEADERBOARD_FILES = (LEADERBOARD_CHART, LEADERBOARD_PARQUET, AGREEMENT_PARQUET)
 

@@ -7,13 +7,13 @@ label): the judge's free text stays in the archive, where the scrub sees it.
 import dagster as dg
 import polars as pl
 
+from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.judge import parse_judge
 from vae_pipeline.domain.rubric import AXES
-from vae_pipeline.freshness import series_output
-from vae_pipeline.partitions import SERIES_BACKFILL, series_partitions
-from vae_pipeline.resources import RunsRoot
-from vae_pipeline.ui import markdown_table
+from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
+from vae_pipeline.storage.resources import RunsRoot
+from vae_pipeline.storage.versions import series_output
 
 VERDICTS_SCHEMA = {
     "id": pl.String, "judge_valid": pl.Boolean, "judge_error_file": pl.String,

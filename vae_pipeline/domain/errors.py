@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from vae_pipeline.domain.line_scrub import scrub_line
+
 
 class BadInput(Exception):
     """A malformed input file. `reason` is one line and never quotes a secret or a home path: a
@@ -9,9 +11,6 @@ class BadInput(Exception):
     no caller can print or store it."""
 
     def __init__(self, file: str, reason: str, line: int | None = None):
-        # imported here: the scrub itself raises BadInput for a malformed allow list
-        from vae_pipeline.domain.line_scrub import scrub_line
-
         self.file, self.reason, self.line = scrub_line(file), scrub_line(reason), line
         where = f"{self.file}:{line}" if line is not None else self.file
         super().__init__(f"{where}: {self.reason}")

@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.settings import PROJECT_META
+from vae_pipeline.domain.project import PROJECT_META
 
 
 def _is_integer(_checker: object, value: object) -> bool:

@@ -29,7 +29,7 @@ from vae_pipeline.domain.host import gate_report
 from vae_pipeline.domain.rubric import Rubric
 from vae_pipeline.domain.scrub import ScrubConfig, compiled_kinds
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "review"
+TEMPLATES = Path(__file__).resolve().parent.parent / "review" / "templates"
 SITE_DIR = "review"  # under the pipeline's home
 STATE = ".state.json"
 LEADERBOARD_CHART = "leaderboard.png"

@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
-from vae_pipeline.domain.errors import BadInput
-
 KINDS_PATH = Path(__file__).with_name("scrub_kinds.json")
 
 TEXT_EXTENSIONS = frozenset(
@@ -128,30 +126,6 @@ def is_text_member(path: str, data: bytes | None = None) -> bool:
 
 def value_sha256(value: bytes) -> str:
     return hashlib.sha256(value).hexdigest()
-
-
-def load_allow_list(path: Path) -> frozenset[tuple[str, str, str]]:
-    """Read meta/scrub-allow.jsonl: one {"file", "kind", "sha256"} object a line.
-
-    A missing file is an empty list. A malformed line is bad input: it names the line only.
-    """
-    path = Path(path)
-    if not path.exists():
-        return frozenset()
-    allowed: set[tuple[str, str, str]] = set()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            digest = row.get("sha256", row.get("value_sha256"))
-            entry = (row["file"], row["kind"], digest)
-        except (ValueError, KeyError, AttributeError, TypeError):
-            raise BadInput(path.name, "not a {file, kind, sha256} object", line=number) from None
-        if not all(isinstance(part, str) and part for part in entry):
-            raise BadInput(path.name, "file, kind and sha256 must be non-empty strings", line=number)
-        allowed.add(entry)
-    return frozenset(allowed)
 
 
 def kind_specs() -> list[dict]:

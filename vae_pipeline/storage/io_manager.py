@@ -19,8 +19,8 @@ import dagster as dg
 import polars as pl
 
 from vae_pipeline.domain.files import write_atomic
-from vae_pipeline.partitions import SERIES
-from vae_pipeline.resources import Warehouse
+from vae_pipeline.storage.partitions import SERIES
+from vae_pipeline.storage.resources import Warehouse
 
 
 def parquet_bytes(frame: pl.DataFrame) -> bytes:

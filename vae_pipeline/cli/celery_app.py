@@ -1,15 +1,15 @@
 """The Celery app `vae worker` serves (its `-A` target), with dagster-celery's step task.
 
 Built when the worker starts, from the same environment variables as the executor
-(`vae_pipeline.executor.celery_executor_from_env`), so both talk to one broker and queue. The
+(`vae_pipeline.engines.executor.celery_executor_from_env`), so both talk to one broker and queue. The
 code location is loaded here too, before the worker forks its pool, so no step pays the import.
 """
 
 from dagster_celery.make_app import make_app
 from dagster_celery.tasks import create_task
 
-from vae_pipeline.executor import celery_executor_from_env
-from vae_pipeline.launch import job_named
+from vae_pipeline.cli.launch import job_named
+from vae_pipeline.engines.executor import celery_executor_from_env
 
 app = make_app(celery_executor_from_env().app_args())
 execute_plan = create_task(app)

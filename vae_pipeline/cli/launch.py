@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import dagster as dg
 
-from vae_pipeline.executor import engine_of
+from vae_pipeline.engines.executor import engine_of
 
 
 def job_named(name: str) -> dg.JobDefinition:

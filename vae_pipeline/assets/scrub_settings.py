@@ -1,9 +1,10 @@
 """The scrub's settings as the assets that scrub (`episodes` for the brief, `bundles`) see them."""
 
 from vae_pipeline.domain.files import files_version
-from vae_pipeline.domain.scrub import ScrubConfig, load_allow_list
-from vae_pipeline.freshness import content_version
-from vae_pipeline.resources import ProjectMeta, ScrubSettings
+from vae_pipeline.domain.scrub import ScrubConfig
+from vae_pipeline.domain.scrub_allow import load_allow_list
+from vae_pipeline.storage.resources import ProjectMeta, ScrubSettings
+from vae_pipeline.storage.versions import content_version
 
 ALLOW_LIST = "scrub-allow.jsonl"
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.partitions import SERIES
+from vae_pipeline.storage.partitions import SERIES
 
 INPUTS_KEY = "vae/inputs"
 SOURCE_KEY = "vae/source"

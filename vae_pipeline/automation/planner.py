@@ -35,11 +35,11 @@ from vae_pipeline.assets.meta import (
 )
 from vae_pipeline.assets.renders import renders
 from vae_pipeline.assets.review_site import review_site, review_site_source
+from vae_pipeline.assets.scrub_settings import scrub_source
 from vae_pipeline.domain.series import Skipped, discover_series
-from vae_pipeline.freshness import SourceVersions, StaleItem, stale_items
-from vae_pipeline.partitions import SERIES
-from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings
-from vae_pipeline.scrubbing import scrub_source
+from vae_pipeline.storage.partitions import SERIES
+from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings
+from vae_pipeline.storage.versions import SourceVersions, StaleItem, stale_items
 
 REFRESH_TAG = "vae/refresh"
 

@@ -2,10 +2,10 @@
 
 import dagster as dg
 
-from vae_pipeline.jobs import refresh_job
-from vae_pipeline.partitions import SERIES
-from vae_pipeline.refresh import run_requests, stale, sync_series
-from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings
+from vae_pipeline.automation.jobs import refresh_job
+from vae_pipeline.automation.planner import run_requests, stale, sync_series
+from vae_pipeline.storage.partitions import SERIES
+from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings
 
 
 @dg.schedule(cron_schedule="0 3 * * *", job=refresh_job, execution_timezone="UTC",

@@ -12,12 +12,8 @@ import shutil
 from pathlib import Path
 
 from vae_pipeline.domain.files import write_if_changed
+from vae_pipeline.domain.project import PROJECT_META, PROJECT_ROOT
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-# The project's own meta/, found from the package's location (an editable install runs from the
-# checkout), so `vae` finds it from any folder and an operator's edits to it (withheld.jsonl,
-# scrub-allow.jsonl, a new rubric) take effect at the next build; VAE_META_DIR overrides it.
-PROJECT_META = PROJECT_ROOT / "meta"
 # Settings that name a folder: a relative value is resolved against the current folder.
 PATH_SETTINGS = ("VAE_HOME", "VAE_META_DIR", "VAE_RUNS_ROOT", "VAE_DATASET_DIR", "DAGSTER_HOME")
 

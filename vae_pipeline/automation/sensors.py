@@ -2,16 +2,16 @@
 
 import dagster as dg
 
-from vae_pipeline.jobs import refresh_job
-from vae_pipeline.partitions import SERIES
-from vae_pipeline.refresh import (
+from vae_pipeline.automation.jobs import refresh_job
+from vae_pipeline.automation.planner import (
     REFRESH_TAG,
     failed_only_on_checks,
     run_requests,
     series_changes,
     stale,
 )
-from vae_pipeline.resources import ProjectMeta, RunsRoot, ScrubSettings
+from vae_pipeline.storage.partitions import SERIES
+from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED]

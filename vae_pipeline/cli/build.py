@@ -1,0 +1,151 @@
+"""`vae sample`, `vae build` and `vae demo`: write sample runs, materialize what is stale, show the result."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import dagster as dg
+
+from vae_pipeline.assets.meta import check_meta_folder
+from vae_pipeline.automation.planner import failed_only_on_checks, next_runs, stale, sync_series
+from vae_pipeline.cli.common import CliError, episode_table_rows, paths_of, run_error, say, settings
+from vae_pipeline.cli.launch import run_job
+from vae_pipeline.cli.review import review_index
+from vae_pipeline.definitions import defs, resources_from_environ
+from vae_pipeline.engines.pools import ensure_pool_limits
+from vae_pipeline.engines.settings import apply_defaults
+from vae_pipeline.sample.generator import generate
+from vae_pipeline.storage.partitions import SERIES
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    env = apply_defaults()
+    run = generate(Path(args.out), Path(env["VAE_META_DIR"]), series=args.series,
+                   episodes=args.episodes, seed=args.seed, bad=not args.no_bad, contest=args.contest)
+    say(f"wrote {len(run.episodes)} episodes in {len(run.series)} series to {args.out} "
+         f"({time.monotonic() - started:.1f} s)")
+    return 0
+
+
+def build(runs: Path, out: Path, *, rubric_version: str | None = None, max_rounds: int = 20,
+          log_level: str = "CRITICAL") -> dict:
+    """Materialize every stale or missing asset, stage by stage, on the persistent instance."""
+    with settings(**paths_of(runs, out), VAE_RUBRIC_VERSION=rubric_version) as env:
+        return _build(env, max_rounds, log_level)
+
+
+def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
+    resources = resources_from_environ(env)
+    runs_root, project_meta = resources["runs_root"], resources["project_meta"]
+    try:
+        check_meta_folder(project_meta)
+    except dg.Failure as exc:
+        raise CliError(exc.description) from None
+    instance = dg.DagsterInstance.get()
+    ensure_pool_limits(instance)
+    changes = sync_series(instance, runs_root)
+    for skipped in changes.skipped:
+        say(f"skipped folder {skipped.name}: {skipped.reason}")
+    if changes.added:
+        say(f"new series: {', '.join(changes.added)}")
+    if changes.removed:
+        say(f"series gone from the runs root: {', '.join(changes.removed)}")
+    materialized: dict[str, list[str | None]] = defaultdict(list)
+    failed: list[dict] = []
+    failed_keys: set[tuple[dg.AssetKey, str | None]] = set()
+    for round_number in range(1, max_rounds + 1):
+        partitions = instance.get_dynamic_partitions(SERIES)
+        items = [i for i in stale(instance, runs_root, project_meta, resources["scrub_settings"])
+                 if (i.key, i.partition) not in failed_keys]
+        runs = next_runs(items, partitions)
+        if not runs:
+            break
+        for run in runs:
+            names = ", ".join(k.to_user_string() for k in run.keys)
+            series = [] if run.first is None else partitions[partitions.index(run.first):partitions.index(run.last) + 1]
+            where = "all series" if run.first is None else \
+                (run.first if len(series) == 1 else f"{len(series)} series {run.first} … {run.last}")
+            say(f"[stage {round_number}] {where}: {names}")
+            result = run_job("refresh", instance, partition_key=run.partition_key, asset_selection=list(run.keys),
+                             tags=run.tags(), run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
+            for event in result.get_asset_materialization_events():
+                materialization = event.step_materialization_data.materialization
+                materialized[materialization.asset_key.to_user_string()].append(materialization.partition)
+            if not result.success and not failed_only_on_checks(instance, result.run_id):
+                done = {(dg.AssetKey.from_user_string(k), p) for k, ps in materialized.items() for p in ps}
+                for key in run.keys:
+                    for partition in series or [None]:
+                        if (key, partition) not in done:
+                            failed_keys.add((key, partition))
+                failed.append({"partition": run.first if len(series) <= 1 else f"{run.first}..{run.last}",
+                               "assets": [k.to_user_string() for k in run.keys], "error": run_error(result)})
+                say(f"  failed: {failed[-1]['error']}")
+    return {
+        "materialized": {k: sorted(v, key=lambda p: p or "") for k, v in sorted(materialized.items())},
+        "failed_runs": failed,
+        "skipped_folders": [{"name": s.name, "reason": s.reason} for s in changes.skipped],
+        "invalid_episodes": invalid_episodes(resources["warehouse"]),
+        "checks": check_results(instance, defs),
+    }
+
+
+def invalid_episodes(warehouse) -> list[dict]:
+    rows = episode_table_rows(warehouse, "SELECT series, id, error_file, error_line, error_reason FROM episode_table "
+                                          "WHERE NOT valid ORDER BY series, id")
+    return [{"series": s, "episode": e, "file": f, "line": line, "reason": r} for s, e, f, line, r in rows]
+
+
+def check_results(instance: dg.DagsterInstance, defs: dg.Definitions) -> list[dict]:
+    """The latest result of every asset check in the code location."""
+    results = []
+    for check_key in sorted(defs.resolve_asset_graph().asset_check_keys, key=lambda k: (k.asset_key.to_user_string(), k.name)):
+        record = instance.get_latest_asset_check_evaluation_record(check_key)
+        evaluation = record.evaluation if record else None
+        results.append({
+            "asset": check_key.asset_key.to_user_string(), "check": check_key.name,
+            "passed": getattr(evaluation, "passed", None),
+            "description": getattr(evaluation, "description", None),
+        })
+    return results
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    summary = build(Path(args.runs), Path(args.out), rubric_version=args.rubric_version,
+                    log_level="DEBUG" if args.debug else "CRITICAL")
+    if args.summary:
+        Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n")
+    failed = summary["failed_runs"]
+    counts = ", ".join(f"{k} ×{len(v)}" for k, v in summary["materialized"].items()) \
+        or ("nothing" if failed else "nothing (up to date)")
+    say(f"materialized: {counts}")
+    for run in failed:
+        say(f"failed: {run['partition'] or 'all series'}: {run['error']}")
+    say(f"invalid episodes: {len(summary['invalid_episodes'])}")
+    for check in summary["checks"]:
+        if check["passed"] is False:
+            say(f"check failed: {check['asset']}.{check['check']}: {check['description']}")
+    say(f"dataset: {Path(args.out).resolve()} ({time.monotonic() - started:.1f} s)")
+    return 1 if failed else 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    env = apply_defaults()
+    scratch = Path(args.dir or Path(env["VAE_HOME"]) / "demo")
+    runs, out = scratch / "runs", scratch / "dataset"
+    if not runs.exists():
+        cmd_sample(argparse.Namespace(out=runs, series=3, episodes=6, seed=0, no_bad=False, contest=True))
+    args_build = argparse.Namespace(runs=runs, out=out, summary=scratch / "summary.json", rubric_version=None,
+                                    debug=args.debug)
+    code = cmd_build(args_build)
+    say(f"summary: {(scratch / 'summary.json').resolve()}")
+    vae = sys.argv[0] if Path(sys.argv[0]).name == "vae" else "vae"
+    say(f"open the Dagster UI on the same instance: {vae} ui --runs {runs} --out {out}")
+    say(f"review site: {review_index(env).as_uri()}")
+    return code

@@ -1,0 +1,70 @@
+"""What every command shares: one-line errors, printing through the scrub, settings for one command."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+
+from vae_pipeline.domain.line_scrub import scrub_line
+from vae_pipeline.domain.scrub import ScrubConfig
+from vae_pipeline.engines.settings import apply_defaults
+
+
+class CliError(Exception):
+    """An error the user can act on, printed as one line."""
+
+
+def scrubbed(text: str) -> str:
+    """What the CLI prints passes through the scrub: a line about an input may quote it."""
+    names = ScrubConfig(hostname=os.environ.get("VAE_HARNESS_HOSTNAME") or None,
+                        username=os.environ.get("VAE_HARNESS_USER") or None)
+    return scrub_line(text, names)
+
+
+def say(message: str) -> None:
+    print(scrubbed(message), flush=True)
+
+
+@contextmanager
+def settings(**values: str | None) -> Iterator[dict[str, str]]:
+    """The environment with `values` set (None: left as it is) and the defaults filled in,
+    restored afterwards, so one command's settings never leak into the next in a process."""
+    saved = dict(os.environ)
+    try:
+        os.environ.update({name: value for name, value in values.items() if value is not None})
+        yield dict(apply_defaults(os.environ))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def paths_of(runs: Path, out: Path) -> dict[str, str]:
+    if not runs.is_dir():
+        raise CliError(f"runs root {runs} is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    return {"VAE_RUNS_ROOT": str(runs.resolve()), "VAE_DATASET_DIR": str(out.resolve())}
+
+
+def run_error(result: dg.ExecuteInProcessResult) -> str:
+    """The first failed step and its root cause, in one line."""
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
+            error = event.step_failure_data.error
+            while error.cause is not None:
+                error = error.cause
+            first = error.message.strip().splitlines()[0].removeprefix(f"{error.cls_name}: ")
+            return scrubbed(f"{event.step_key}: {error.cls_name}: {first}")
+    return "run failed"
+
+
+def episode_table_rows(warehouse, query: str) -> list[tuple]:
+    """The rows `query` selects from the warehouse's episode_table (none before the first build)."""
+    if not warehouse.database.exists():
+        return []
+    with warehouse.connect() as con:
+        tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        return con.execute(query).fetchall() if "episode_table" in tables else []

@@ -1,0 +1,61 @@
+"""`vae publish`: the blocking checks, then the release to the Hub (a dry run unless --yes)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from vae_pipeline.assets.hub_release import left_out, refusal_text
+from vae_pipeline.cli.common import CliError, episode_table_rows, run_error, say, settings
+from vae_pipeline.definitions import defs, resources_from_environ
+
+
+def publish(dataset: Path, repo: str, *, runs: Path | None = None, yes: bool = False, pr: bool = False,
+            log_level: str = "CRITICAL") -> tuple[bool, str]:
+    """Run the `publish` job (blocking checks, then hub_release); (published or planned, text)."""
+    if not dataset.is_dir():
+        raise CliError(f"dataset folder {dataset} does not exist; run `vae build` first")
+    # the runs root is only read to name its folders that are no series; empty: not known
+    runs_root = str(runs.resolve()) if runs else os.environ.get("VAE_RUNS_ROOT", "")
+    with settings(VAE_DATASET_DIR=str(dataset.resolve()), VAE_HUB_REPO=repo, VAE_RUNS_ROOT=runs_root) as env:
+        result = defs.resolve_job_def("publish").execute_in_process(
+            instance=dg.DagsterInstance.get(), raise_on_error=False,
+            run_config={"ops": {"hub_release": {"config": {"dry_run": not yes, "create_pr": pr}}},
+                        "loggers": {"console": {"config": {"log_level": log_level}}}})
+        for event in result.get_asset_materialization_events():
+            metadata = event.step_materialization_data.materialization.metadata
+            text = metadata["plan"].value.strip("`\n")
+            if "url" in metadata:
+                text += f"\npublished: {metadata['url'].value}"
+            return True, text
+        failed = [f"{e.asset_key.to_user_string()}.{e.check_name}: {e.description}"
+                  for e in result.get_asset_check_evaluations() if not e.passed]
+        if failed:
+            return False, refusal_text(failed, _left_out(env))
+    return False, _failure_description(result)
+
+
+def _left_out(env: dict[str, str]) -> list[str]:
+    """What the plan leaves out, from the last build's episode_table (the same lines as the plan)."""
+    resources = resources_from_environ(env)
+    statuses = episode_table_rows(resources["warehouse"], "SELECT DISTINCT series, series_status FROM episode_table")
+    return left_out(resources["project_meta"], statuses, resources["runs_root"])
+
+
+def _failure_description(result: dg.ExecuteInProcessResult) -> str:
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.user_failure_data:
+            return event.step_failure_data.user_failure_data.description
+    return run_error(result)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    ok, text = publish(Path(args.dataset), args.repo, runs=args.runs, yes=args.yes, pr=args.pr,
+                       log_level="DEBUG" if args.debug else "CRITICAL")
+    say(text)
+    if ok and not args.yes:
+        say("dry run: nothing was sent (add --yes to publish)")
+    return 0 if ok else 1

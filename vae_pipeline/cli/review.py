@@ -1,0 +1,36 @@
+"""`vae review`: the review site's address, or the site served on 127.0.0.1."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vae_pipeline.cli.common import CliError, say
+from vae_pipeline.domain.review_site import SITE_DIR
+from vae_pipeline.engines.settings import apply_defaults
+from vae_pipeline.review.server import review_server
+
+
+def review_index(env: dict[str, str]) -> Path:
+    """The review site's index under VAE_HOME (written by the `review_site` asset)."""
+    index = Path(env["VAE_HOME"]).resolve() / SITE_DIR / "index.html"
+    if not index.exists():
+        raise CliError(f"no review site in {index.parent}; run `vae build` first")
+    return index
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    env = apply_defaults()
+    index = review_index(env)
+    if not args.serve:
+        say(index.as_uri())
+        return 0
+    server = review_server(Path(env["VAE_HOME"]), args.port)
+    say(f"http://127.0.0.1:{server.server_port}/{SITE_DIR}/index.html (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,26 @@
+"""`vae worker`: a Celery worker for the steps of runs on the Celery engine."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from vae_pipeline.cli.common import paths_of, say
+from vae_pipeline.engines.settings import apply_defaults
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """A Celery worker for the steps of runs on the Celery engine, started as
+    `dagster-celery worker start` starts one, with the interpreter running `vae`."""
+    os.environ.update(paths_of(Path(args.runs), Path(args.out)))  # the steps' settings, for the worker exec'd below
+    apply_defaults()
+    command = [sys.executable, "-m", "celery", "-A", "vae_pipeline.cli.celery_app", "worker",
+               "--prefetch-multiplier=1", "--loglevel", "DEBUG" if args.debug else "INFO", "-Q", "dagster",
+               "-n", f"{args.name}@%h"]
+    if args.concurrency:
+        command += ["--concurrency", str(args.concurrency)]
+    say(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} {' '.join(command[1:])}")
+    os.execv(command[0], command)
+    return 0

@@ -1,0 +1,1 @@
+"""How runs execute: the executor (in-process or Celery), the concurrency pools, the instance settings and variants."""

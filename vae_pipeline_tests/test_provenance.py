@@ -202,9 +202,9 @@ def test_the_review_sites_index_shows_the_failing_checks(built_once, sample_runs
     index = (built_once["home"] / SITE_DIR / "index.html").read_text()
     for name, planted in zip(CHECKS, (sample_runs.dirty_series, sample_runs.unversioned_series,
                                       sample_runs.odd_actor_ids)):
-        found = re.search(rf'<tr class="check failed" data-check="{name}">(.*?)</tr>', index, re.S)
+        found = re.search(rf'<tr class="check failed" data-check="{name}">(.*?)</tr>', index, re.DOTALL)
         assert found, name
-        reasons = re.search(r'<td class="reasons">(.*?)</td>', found[1], re.S)[1]
+        reasons = re.search(r'<td class="reasons">(.*?)</td>', found[1], re.DOTALL)[1]
         assert all(p in reasons for p in planted), name
 
 

@@ -22,7 +22,11 @@ from vae_pipeline.assets.dataset_episodes import (
 from vae_pipeline.assets.leaderboard import LEADERBOARD_CHECKS
 from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.dataset_files import rows_files_disagree
-from vae_pipeline.domain.provenance import actor_disagreements, uncommitted_series, unversioned_series
+from vae_pipeline.domain.provenance import (
+    actor_disagreements,
+    uncommitted_series,
+    unversioned_series,
+)
 from vae_pipeline.domain.rows import publishable
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta
 

@@ -101,8 +101,8 @@ def leaderboard_section(table: pl.DataFrame, agreement: pl.DataFrame, entrants: 
     """The card's `## Leaderboard` section (without its heading)."""
     versions = ["", *version_lines(entrants)] if entrants.height else []
     if not table.height:
-        return "\n".join(["No leaderboard yet: it needs at least two actor models (series.json `actor.model`) "
-                          "judged on the same briefs.", *versions])
+        return "\n".join([("No leaderboard yet: it needs at least two actor models (series.json `actor.model`) "
+                           "judged on the same briefs."), *versions])
     parts = ["Actor models ranked by Bradley–Terry ratings on the Elo scale (mean 1000; 400 points is "
              "10 : 1 odds) with 95 % bootstrap intervals over briefs; models whose intervals overlap share a "
              "rank (`=2`). Source `scores`: the judge's scores of two episodes of the same brief; source "

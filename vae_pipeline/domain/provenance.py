@@ -133,12 +133,12 @@ def unversioned_series(rows: Iterable[dict]) -> list[str]:
     return problems
 
 
-def _shown(value: object) -> str:
+def _shown(value: object, column: str = "") -> str:
     if value is None:
         return "none"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(value) + "]"
-    return str(value)[:12] if len(str(value)) == 64 else str(value)  # a sha256: its head is enough
+    return str(value)[:12] if column == "request_shape_sha256" else str(value)  # a hash: its head is enough
 
 
 def _ids(group: Sequence[dict]) -> str:
@@ -159,8 +159,9 @@ def actor_disagreements(rows: Iterable[dict]) -> list[str]:
             ranked = values.most_common()
             tie = ranked[0][1] == ranked[1][1]
             odd = ranked if tie else ranked[1:]
-            parts = [f"{_shown(value)} in {_ids([r for r in group if _key(r[column]) == value])}" for value, _ in odd]
-            usual = "" if tie else f" (the other {ranked[0][1]}: {_shown(ranked[0][0])})"
+            parts = [f"{_shown(value, column)} in {_ids([r for r in group if _key(r[column]) == value])}"
+                     for value, _ in odd]
+            usual = "" if tie else f" (the other {ranked[0][1]}: {_shown(ranked[0][0], column)})"
             problems.append(f"{series}: episodes disagree on the {name}: " + "; ".join(parts) + usual)
         cli = group[0]["actor_cli"]
         wrong = [row for row in group if row["claude_code_version"] != cli]

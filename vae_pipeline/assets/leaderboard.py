@@ -13,11 +13,7 @@ import polars as pl
 
 from vae_pipeline.assets.dataset import join_stages, read_withheld, withheld_source
 from vae_pipeline.assets.metadata import markdown_table
-from vae_pipeline.domain.dataset_files import (
-    AGREEMENT_PARQUET,
-    LEADERBOARD_CHART,
-    LEADERBOARD_PARQUET,
-)
+from vae_pipeline.domain.dataset_files import AGREEMENT_PARQUET, LEADERBOARD_CHART, LEADERBOARD_PARQUET
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version, write_if_changed
 from vae_pipeline.domain.leaderboard import (
@@ -42,18 +38,10 @@ from vae_pipeline.domain.leaderboard import (
 from vae_pipeline.domain.leaderboard_view import axis_table, leaderboard_chart, rows_of
 from vae_pipeline.domain.rows import publishable
 from vae_pipeline.domain.rubric import AXES as SCORE_AXES
-from vae_pipeline.domain.series import (
-    COMPARISONS_DIR,
-    discover_series,
-    series_fingerprint,
-)
+from vae_pipeline.domain.series import COMPARISONS_DIR, discover_series, series_fingerprint
 from vae_pipeline.storage.io_manager import parquet_bytes, series_tables
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, RunsRoot
-from vae_pipeline.storage.versions import (
-    content_version,
-    frame_version,
-    record_metadata,
-)
+from vae_pipeline.storage.versions import content_version, frame_version, record_metadata
 
 HUMAN_DIR = "human"
 

@@ -23,6 +23,8 @@ from vae_pipeline.assets.leaderboard import LEADERBOARD_CHECKS
 from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.dataset_files import rows_files_disagree
 from vae_pipeline.domain.provenance import (
+    ACTOR_COLUMNS,
+    SERIES_COLUMNS,
     actor_disagreements,
     uncommitted_series,
     unversioned_series,
@@ -113,10 +115,13 @@ def jsonl_and_parquet_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResul
         f"{_listing(problems)}. Rebuild (vae build) so both are written again from one frame.")
 
 
-def _published(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> list[dict]:
-    """The rows published as the withheld list stands now (valid, completed series, not withheld)."""
+def _published_provenance(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> list[dict]:
+    """What the provenance checks read of the rows published as the withheld list stands now."""
+    if not episode_table.height:
+        return []
     withheld_episodes, withheld_series = read_withheld(project_meta)
-    return publishable(episode_table, withheld_episodes, withheld_series).to_dicts() if episode_table.height else []
+    return publishable(episode_table, withheld_episodes, withheld_series).select(
+        "series", "id", *SERIES_COLUMNS, *ACTOR_COLUMNS).to_dicts()
 
 
 WITHHOLD_SERIES = f"or list the series with a reason in meta/{WITHHELD} to leave it out"
@@ -125,7 +130,7 @@ WITHHOLD_SERIES = f"or list the series with a reason in meta/{WITHHELD} to leave
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
                 description="Every published series ran committed harness code (harness.commit, not dirty)")
 def harness_committed(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    problems = uncommitted_series(_published(project_meta, episode_table))
+    problems = uncommitted_series(_published_provenance(project_meta, episode_table))
     return dg.AssetCheckResult(
         passed=not problems,
         description="every published series names its harness commit, with no local changes" if not problems else
@@ -137,7 +142,7 @@ def harness_committed(project_meta: ProjectMeta, episode_table: pl.DataFrame) ->
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
                 description="Every published series has a benchmark_version MAJOR.MINOR.PATCH")
 def benchmark_versioned(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    problems = unversioned_series(_published(project_meta, episode_table))
+    problems = unversioned_series(_published_provenance(project_meta, episode_table))
     return dg.AssetCheckResult(
         passed=not problems,
         description="every published series has a benchmark_version" if not problems else
@@ -150,7 +155,7 @@ def benchmark_versioned(project_meta: ProjectMeta, episode_table: pl.DataFrame) 
                 description="The episodes of each published series ran one actor: the same model, Claude Code "
                             "version (= actor.cli), tools, system prompt and tool definitions")
 def one_actor_per_series(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    problems = actor_disagreements(_published(project_meta, episode_table))
+    problems = actor_disagreements(_published_provenance(project_meta, episode_table))
     return dg.AssetCheckResult(
         passed=not problems,
         description="the episodes of every published series agree on what ran" if not problems else

@@ -34,16 +34,28 @@ def _text(value: object) -> str | None:
     return scrub_line(value) if isinstance(value, str) and value.strip() else None
 
 
+def _scrubbed(values: list[str]) -> list[str]:
+    """Each value scrubbed, in one pass of the scrub (values are one-line identifiers; a value the
+    scrub would merge across lines falls back to one pass each)."""
+    lines = [" ".join(value.splitlines()) for value in values]
+    out = scrub_line("\n".join(lines)).split("\n") if lines else []
+    return out if len(out) == len(lines) else [scrub_line(line) for line in lines]
+
+
 def init_line(messages: bytes) -> dict | None:
     """The main agent's first `{"type": "system", "subtype": "init"}` line (lines already parsed
-    once by the counting, so every line is known to be JSON)."""
-    for raw in messages.splitlines():
-        if b'"init"' not in raw:
-            continue
-        message = json.loads(raw)
+    once by the counting, so every line is known to be JSON). Only lines holding `"init"` are read:
+    the log can be large, its init line is near the top."""
+    start = 0
+    while (hit := messages.find(b'"init"', start)) != -1:
+        begin = messages.rfind(b"\n", 0, hit) + 1
+        end = messages.find(b"\n", hit)
+        end = len(messages) if end == -1 else end
+        message = json.loads(messages[begin:end])
         if (isinstance(message, dict) and message.get("type") == "system" and message.get("subtype") == "init"
                 and message.get("parent_tool_use_id") is None):
             return message
+        start = end + 1
     return None
 
 
@@ -69,12 +81,15 @@ def actor_facts(messages: bytes, shape: object | None) -> dict:
     names (sorted), and the request shape's hash (None without the file)."""
     init = init_line(messages) or {}
     tools = init.get("tools")
-    names = sorted({scrub_line(t) for t in tools if isinstance(t, str)}) if isinstance(tools, list) else None
+    names = [t for t in tools if isinstance(t, str)] if isinstance(tools, list) else []
+    fields = [init.get(key) if isinstance(init.get(key), str) and init.get(key).strip() else None
+              for key in ("model", "claude_code_version")]
+    model, version, *scrubbed_tools = _scrubbed([value or "" for value in fields] + names)
     cwd = init.get("cwd") if isinstance(init.get("cwd"), str) and init.get("cwd") else None
     return {
-        "actor_model_id": _text(init.get("model")),
-        "claude_code_version": _text(init.get("claude_code_version")),
-        "actor_tools": names,
+        "actor_model_id": model if fields[0] else None,
+        "claude_code_version": version if fields[1] else None,
+        "actor_tools": sorted(set(scrubbed_tools)) if isinstance(tools, list) else None,
         "request_shape_sha256": shape_sha256(shape, cwd) if shape is not None else None,
     }
 
@@ -100,7 +115,7 @@ def minor_version(version: str | None) -> tuple[int, int] | None:
 
 # ---------------------------------------------------------------- what blocks publishing
 # Each takes the published rows (valid episodes of completed series, less what is withheld) and
-# returns one line per series at fault.
+# returns one line per series and fault.
 
 
 def _by_series(rows: Iterable[dict]) -> dict[str, list[dict]]:

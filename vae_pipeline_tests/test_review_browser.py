@@ -33,8 +33,10 @@ LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backgro
                "--disable-component-update", "--no-first-run"]
 FRAME = 1 / FPS
 NO_VIDEO = ("no_video", "harness_403", "undecodable")
-# the sample plants bad episodes in a completed series and an e-mail and IP in every transcript
-FAILING_CHECKS = {"no_invalid_episodes", "no_scrub_findings"}
+# the sample plants bad episodes in a completed series and an e-mail and IP in every transcript, and
+# the provenance faults: a dirty series, an unversioned one, an episode of another model
+FAILING_CHECKS = {"no_invalid_episodes", "no_scrub_findings", "harness_committed", "benchmark_versioned",
+                  "one_actor_per_series"}
 PLANTED_MODEL = "claude-opus-5.5"  # the sample generator's series.json actor.model
 
 

@@ -109,7 +109,7 @@ def read_withheld(project_meta: ProjectMeta) -> tuple[set[str], set[str]]:
     return withheld_episodes, withheld_series
 
 
-@dg.asset(code_version="dataset_rows-1", group_name="dataset", kinds={"parquet"})
+@dg.asset(code_version="dataset_rows-2", group_name="dataset", kinds={"parquet"})
 def dataset_rows(context: dg.AssetExecutionContext, project_meta: ProjectMeta,
                  dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """`episodes.jsonl` and `data/episodes.parquet`: valid episodes of completed series, by id."""

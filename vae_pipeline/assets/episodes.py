@@ -9,6 +9,7 @@ from vae_pipeline.domain.episode import parse_episode
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.json_schema import SchemaValidator
+from vae_pipeline.domain.provenance import series_facts
 from vae_pipeline.domain.series import (
     episode_entries,
     read_series_json,
@@ -30,6 +31,9 @@ EPISODES_SCHEMA = {
     "input_tokens": pl.Int64, "output_tokens": pl.Int64, "cache_read_tokens": pl.Int64,
     "cache_creation_tokens": pl.Int64, "harness_error": pl.Boolean,
     "looked_at_final_render": pl.Boolean, "delivered": pl.Boolean, "judged": pl.Boolean,
+    "actor_model_id": pl.String, "claude_code_version": pl.String, "actor_tools": pl.List(pl.String),
+    "request_shape_sha256": pl.String, "benchmark_version": pl.String, "harness_commit": pl.String,
+    "harness_dirty": pl.Boolean, "actor_cli": pl.String,
 }  # fmt: skip
 
 PREVIEW = ("id", "valid", "error_file", "error_line", "error_reason", "family", "aspect", "turns",
@@ -48,13 +52,14 @@ def parse_series(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings:
     entries, _ = episode_entries(series_dir)
     rows, seen = [], set()
     scrub = scrub_config(scrub_settings)
+    provenance = series_facts(info)
     for entry in entries:
         row = parse_episode(series_id, entry, briefs, scrub=scrub, size_limit=runs_root.max_unpacked_bytes)
         if row["valid"] and row["id"] in seen:
             row.update(valid=False, error_file=entry.name, error_line=None,
                        error_reason="duplicate episode id (a folder and an archive of the same run?)")
         seen.add(row["id"])
-        row["series_status"] = info["status"]
+        row.update(series_status=info["status"], **provenance)
         rows.append(row)
     frame = pl.DataFrame(rows, schema=EPISODES_SCHEMA)
     return frame.sort("id"), episodes_source(runs_root, project_meta, scrub_settings, series_id)
@@ -68,7 +73,7 @@ def episodes_source(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settin
                            replacements_source(scrub_settings))
 
 
-@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="episodes-1",
+@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="episodes-2",
           group_name="series", kinds={"polars", "parquet"})
 def episodes(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
              scrub_settings: ScrubSettings) -> dg.Output[dict[str, pl.DataFrame]]:

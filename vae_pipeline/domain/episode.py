@@ -14,6 +14,7 @@ from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.json_schema import SchemaValidator, contract_validator
 from vae_pipeline.domain.line_scrub import scrub_line
 from vae_pipeline.domain.messages import count_messages, token_columns
+from vae_pipeline.domain.provenance import ACTOR_COLUMNS, REQUEST_SHAPE, actor_facts
 from vae_pipeline.domain.scrub import ScrubConfig, scrub_text
 from vae_pipeline.domain.series import EpisodeEntry, is_episode_id
 
@@ -29,7 +30,7 @@ EPISODE_COLUMNS = (
     "warnings", "sample", *BRIEF_COLUMNS, "loop", "brief", "result_status", "started_at", "date",
     "turns", "tool_calls", "images_read", "renders", "snapshots", "input_tokens",
     "output_tokens", "cache_read_tokens", "cache_creation_tokens", "harness_error",
-    "looked_at_final_render", "delivered", "judged",
+    "looked_at_final_render", "delivered", "judged", *ACTOR_COLUMNS,
 )  # fmt: skip
 
 
@@ -80,7 +81,8 @@ def parse_episode(
             # the name is all there is to call it by: kept scrubbed (a folder named after a key)
             row.update(id=scrub_line(entry.episode_id), source=scrub_line(entry.name))
             raise BadInput(entry.name, "folder or archive name is not a valid episode id")
-        files = read_episode_files(entry, lambda name: name in REQUIRED_FILES, size_limit=size_limit)
+        files = read_episode_files(entry, lambda name: name in REQUIRED_FILES or name == REQUEST_SHAPE,
+                                   size_limit=size_limit)
         row.update(_parse_files(entry.episode_id, files.data, files.sizes, briefs, row["warnings"],
                                 scrub or ScrubConfig()))
         row["valid"] = True
@@ -99,6 +101,7 @@ def _parse_files(episode_id: str, data: dict[str, bytes], sizes: dict[str, int],
     brief = json.loads(scrub_text(data["brief.json"], "brief.json", scrub).data)
     result = _check_result(data["result.json"])
     counts = count_messages(data["messages.jsonl"])
+    shape = load_json(data[REQUEST_SHAPE], REQUEST_SHAPE) if REQUEST_SHAPE in data else None
 
     brief_id, _, sample = episode_id.rpartition("-")
     if brief["brief_id"] != brief_id:
@@ -127,4 +130,5 @@ def _parse_files(episode_id: str, data: dict[str, bytes], sizes: dict[str, int],
         "looked_at_final_render": counts.looked_at_final_render,
         "delivered": "out.mp4" in sizes,
         "judged": "judge.json" in sizes,
+        **actor_facts(data["messages.jsonl"], shape),
     }

@@ -11,7 +11,14 @@ matplotlib.use("Agg")  # no display: files only
 import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
-from vae_pipeline.domain.leaderboard import BUCKETS, OVERALL, PAIRWISE_AXES, SOURCES  # noqa: E402
+from vae_pipeline.domain.leaderboard import (  # noqa: E402
+    BUCKETS,
+    OVERALL,
+    PAIRWISE_AXES,
+    SOURCES,
+    ranked_version,
+    unranked_series,
+)
 from vae_pipeline.domain.rubric import AXES as SCORE_AXES  # noqa: E402
 
 AXES_OF = {"scores": (*SCORE_AXES, OVERALL), "pairwise": (*PAIRWISE_AXES, OVERALL)}
@@ -76,17 +83,33 @@ def _signed(value: float | None) -> str:
     return "–" if value is None else f"{value:+.3f}"
 
 
-def leaderboard_section(table: pl.DataFrame, agreement: pl.DataFrame) -> str:
+def version_lines(entrants: pl.DataFrame) -> list[str]:
+    """Which benchmark minor version is ranked, and each published series that is not, with why."""
+    version = ranked_version(entrants)
+    lines = [f"Ranked within benchmark version {version} (series.json `benchmark_version` {version}.x): runs "
+             "compare within one minor version, the newest." if version else
+             "No series is ranked: none is of a benchmark version that can be ranked."]
+    unranked = unranked_series(entrants)
+    if unranked:
+        lines += ["", "Not ranked:", ""] + [
+            f"- {row['series']} ({row['model'] or 'no model'}, benchmark {row['benchmark_version'] or 'none'}): "
+            f"{row['reason']}" for row in unranked]
+    return lines
+
+
+def leaderboard_section(table: pl.DataFrame, agreement: pl.DataFrame, entrants: pl.DataFrame) -> str:
     """The card's `## Leaderboard` section (without its heading)."""
+    versions = ["", *version_lines(entrants)] if entrants.height else []
     if not table.height:
-        return ("No leaderboard yet: it needs at least two actor models (series.json `actor.model`) "
-                "judged on the same briefs.")
+        return "\n".join([("No leaderboard yet: it needs at least two actor models (series.json `actor.model`) "
+                           "judged on the same briefs."), *versions])
     parts = ["Actor models ranked by Bradley–Terry ratings on the Elo scale (mean 1000; 400 points is "
              "10 : 1 odds) with 95 % bootstrap intervals over briefs; models whose intervals overlap share a "
              "rank (`=2`). Source `scores`: the judge's scores of two episodes of the same brief; source "
              "`pairwise`: a pairwise judge's preferences, both orders combined. Tables: "
              "`data/leaderboard.parquet` (config `leaderboard`), `data/judge_agreement.parquet` "
-             "(config `judge_agreement`).", "", "![Ratings with their intervals, one panel per axis](leaderboard.png)"]
+             "(config `judge_agreement`).", *versions, "",
+             "![Ratings with their intervals, one panel per axis](leaderboard.png)"]
     for source in SOURCES:
         for axis in axes_in(table, source):
             parts += ["", f"### {source} · {axis}", "", axis_table(rows_of(table, source, axis))]

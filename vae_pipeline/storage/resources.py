@@ -17,6 +17,7 @@ from vae_pipeline.domain.episode_files import (
     read_episode_files,
 )
 from vae_pipeline.domain.series import EpisodeEntry
+from vae_pipeline.domain.strict_json import DEFAULT_MAX_LINE_BYTES
 
 
 class RunsRoot(dg.ConfigurableResource):
@@ -24,6 +25,7 @@ class RunsRoot(dg.ConfigurableResource):
 
     path: str
     max_unpacked_bytes: int = DEFAULT_SIZE_LIMIT
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # a longer JSONL line is bad input
 
     @property
     def root(self) -> Path:

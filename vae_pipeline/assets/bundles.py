@@ -38,7 +38,8 @@ def bundle_episode(runs_root: RunsRoot, warehouse: Warehouse, row: dict, config:
             bundle = build_bundle(runs_root.members(row), staged, config=config, threads=zstd_threads,
                                   image_cache=warehouse.root / IMAGE_CACHE_DIR)
     except BadInput as exc:  # any error: this episode is left out, the others go on
-        out["bundle_error"] = str(exc)
+        # the row names the episode's folder or archive as the file: a member's name stays in the reason
+        out["bundle_error"] = exc.reason if exc.file == row["source"] else str(exc)
         return out
     parts = {"files": bundle.files, "excluded": bundle.excluded, "vendor_files": bundle.vendor_files,
              "redacted_keys": bundle.redacted_keys, "scrub": bundle.scrub, "slimmed": bundle.slimmed}

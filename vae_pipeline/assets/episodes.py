@@ -72,7 +72,7 @@ def _fitting(row: dict) -> dict:
     try:
         pl.DataFrame([row], schema=EPISODES_SCHEMA)
         return row
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 — whatever it is, it is this row's
         bad = unforeseen(exc, row["source"])
         invalid = dict.fromkeys(EPISODES_SCHEMA)
         invalid.update({k: row[k] for k in ("id", "series", "series_status", "source", "is_archive")},

@@ -72,7 +72,7 @@ def compute_labels(episodes: pl.DataFrame, renders: pl.DataFrame, verdicts: pl.D
             row = {"id": episode["id"], **computed, **history, "stored_host_label": stored,
                    "judge_rubric_version": verdict["rubric_version"] if verdict else None}
             pl.DataFrame([row], schema=LABELS_SCHEMA)  # fits its columns
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — whatever it is, only this episode is invalid
             row = {"id": episode["id"], "label_error": unforeseen(exc, episode["source"]).reason}
         rows.append(row)
     return pl.DataFrame(rows, schema=LABELS_SCHEMA)

@@ -33,5 +33,5 @@ def reading(file: str) -> Iterator[None]:
         yield
     except BadInput:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 — the point: any error, as this file's BadInput
         raise unforeseen(exc, file) from None

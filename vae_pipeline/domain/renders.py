@@ -19,9 +19,9 @@ import av
 from PIL import Image
 
 from vae_pipeline.domain.contact_sheet import TILE_WIDTH, contact_sheet
+from vae_pipeline.domain.errors import unforeseen
 from vae_pipeline.domain.files import write_atomic
 from vae_pipeline.domain.sampler import encode_frame, write_frames
-from vae_pipeline.domain.errors import unforeseen
 from vae_pipeline.domain.video_facts import Sampler, VideoAnalysis, analyse_video, failed, map_in_order, rgbx_array
 
 CONTACT_SHEET = "contact.jpg"
@@ -83,12 +83,12 @@ def iter_renders(jobs: Sequence[RenderJob], workers: int) -> Iterator[Rendered]:
         index, job = indexed
         try:
             return take_frames(job, decoder_threads=1 if workers > 1 and index < last else 0)
-        except Exception as exc:  # one video's error never stops the others
+        except Exception as exc:  # noqa: BLE001 — one video's error never stops the others
             return exc
 
     for job, analysis in zip(jobs, map_in_order(take, enumerate(jobs), workers), strict=True):
         try:
             rendered = crashed(analysis) if isinstance(analysis, Exception) else write_outputs(job, analysis)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — nor does an error writing its frames
             rendered = crashed(exc)
         yield rendered

@@ -72,21 +72,24 @@ _FAST = json.JSONDecoder(**_HOOKS)
 
 
 def _check_tree(value: object) -> None:
-    """Depth and strings of a parsed value, without recursion."""
-    stack = [(value, 1)]
+    """Depth and strings of a parsed value, without recursion; only containers are stacked."""
+    stack = [(value, 1)] if isinstance(value, (dict, list)) else []
+    if isinstance(value, str) and not value.isascii():
+        _check_unicode(value)
     while stack:
         node, depth = stack.pop()
-        if isinstance(node, dict):
-            children = [*node.keys(), *node.values()]
-        elif isinstance(node, list):
-            children = node
-        else:
-            if isinstance(node, str) and not node.isascii():
-                _check_unicode(node)
-            continue
         if depth > MAX_DEPTH:
             raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
-        stack.extend((child, depth + 1) for child in children)
+        if isinstance(node, dict):
+            for key in node:
+                if not key.isascii():
+                    _check_unicode(key)
+            node = node.values()
+        for child in node:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+            elif isinstance(child, str) and not child.isascii():
+                _check_unicode(child)
 
 
 def _check_unicode(text: str) -> None:

@@ -85,7 +85,7 @@ class _Protocol(H11Protocol):
 
     _deadline: object = None
 
-    def connection_made(self, transport) -> None:  # noqa: ANN001 — asyncio's signature
+    def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self._arm()
 

@@ -25,6 +25,8 @@ import duckdb
 import pytest
 from PIL import Image
 
+from vae_pipeline.domain.renders import RenderJob, iter_renders
+from vae_pipeline.domain.video_facts import analyse_video
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META
 
@@ -168,7 +170,7 @@ def hostile(tmp_path_factory):
             found = con.execute(f"SELECT {', '.join(columns)} FROM episode_table").fetchall()
         table = {row[0]: dict(zip(columns, row, strict=True)) for row in found}
     rows = [json.loads(line) for line in published.read_text().splitlines()] if published.exists() else []
-    return {"run": run, "good_series": good_series, "hostile_series": hostile_series, "planted": planted,
+    return {"root": root, "run": run, "good_series": good_series, "hostile_series": hostile_series, "planted": planted,
             "summary": json.loads(summary_path.read_text()), "table": table, "rows": rows,
             "peak_rss_bytes": int(measured.stdout.split()[-1]) * 1024}
 
@@ -214,3 +216,29 @@ def test_peak_memory_of_the_build_stays_under_1_gib(hostile):
     peak = hostile["peak_rss_bytes"]
     print(f"peak RSS of the hostile build: {peak / 1024**2:.0f} MiB")
     assert 0 < peak < GIB
+
+
+def test_a_frame_over_the_pixel_limit_is_not_decoded(tmp_path, hostile):
+    huge = tmp_path / "huge.mp4"
+    huge_mp4(huge)
+    assert huge.stat().st_size < 8 * 1024**2  # cheap to make, 256 Mpx to decode
+    facts = analyse_video(huge).facts
+    assert (facts["video_ok"], facts["width"], facts["height"]) == (False, None, None)
+    assert facts["error"] == (f"frame size {HUGE_SIDE}x{HUGE_SIDE} is over the limit of 33,177,600 pixels "
+                              "(8K UHD): not decoded")
+    good = sorted((hostile["root"] / "runs" / hostile["good_series"]).rglob("out.mp4"))[0]
+    assert analyse_video(good).facts["video_ok"]
+    assert "over the limit of 100 pixels" in analyse_video(good, max_pixels=100).facts["error"]
+
+
+def test_a_video_whose_frames_cannot_be_written_fails_alone(tmp_path, hostile):
+    """One job's error (its frames folder is a file) is that job's result; the next job renders."""
+    videos = sorted((hostile["root"] / "runs" / hostile["good_series"]).rglob("out.mp4"))[:2]
+    assert len(videos) == 2
+    blocked = tmp_path / "blocked"
+    blocked.write_bytes(b"a file where the frames folder should be")
+    first_frame = lambda duration_s, fps: [{"t_s": 0.0, "reason": "first"}]  # noqa: E731
+    jobs = [RenderJob(videos[0], first_frame, blocked, 80), RenderJob(videos[1], first_frame, tmp_path / "ok", 80)]
+    failed, rendered = iter_renders(jobs, workers=2)
+    assert failed.error.startswith("could not be processed (") and failed.facts["video_ok"] is False
+    assert rendered.error is None and rendered.facts["video_ok"] and (tmp_path / "ok" / "contact.jpg").is_file()

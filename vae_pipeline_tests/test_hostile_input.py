@@ -33,6 +33,7 @@ from vae_pipeline_tests.conftest import META
 GIB = 1024**3
 FOLDER = "<the episode's folder>"  # an error no one file is to blame for names the run folder
 MESSAGES_LINE_BYTES = 200 * 1024**2  # one line, over the 64 MiB default line limit
+JUDGE_BYTES = 70 * 1024**2  # one JSON text, over the line limit too
 HUGE_SIDE = 16000  # 256 Mpx, over the 8K UHD limit (7680x4320 = 33.2 Mpx)
 
 
@@ -56,6 +57,7 @@ CASES = {
     "result-1e309": Case("result.json", "result.json", "too large to be finite", 2),
     "result-int128": Case("result.json", "result.json", "does not fit in 64 bits", 2),
     "messages-long-line": Case("messages.jsonl", "messages.jsonl", "longer than the line limit", 1),
+    "judge-70mib": Case("judge.json", "judge.json", "larger than the line limit (67,108,864 bytes"),
     "messages-deep-line": Case("messages.jsonl", "messages.jsonl", "nested deeper than 64 levels", 2),
     "video-16000px": Case("out.mp4", None, f"frame size {HUGE_SIDE}x{HUGE_SIDE} is over the limit"),
     # no check foresees this one: the slim parses the image block's text and recurses 100,000
@@ -113,13 +115,15 @@ def plant(case: str, folder: Path) -> None:
         + b'{"type": "user", "message": ' + b'{"a": ' * 100 + b"1" + b"}" * 100 + b"}\n",
     }
     target = folder / CASES[case].file
-    if case == "messages-long-line":
-        with target.open("wb") as out:  # written in chunks: the test holds no 200 MB line either
-            out.write(b'{"type": "assistant", "message": {"content": "')
+    if case in ("messages-long-line", "judge-70mib"):
+        head, size, tail = ((b'{"type": "assistant", "message": {"content": "', MESSAGES_LINE_BYTES, b'"}}\n')
+                            if case == "messages-long-line" else (b'{"judge_model": "', JUDGE_BYTES, b'"}'))
+        with target.open("wb") as out:  # written in chunks: the test holds no such line either
+            out.write(head)
             chunk = b"a" * (4 * 1024**2)
-            for _ in range(MESSAGES_LINE_BYTES // len(chunk)):
+            for _ in range(size // len(chunk)):
                 out.write(chunk)
-            out.write(b'"}}\n')
+            out.write(tail)
     elif case == "video-16000px":
         huge_mp4(target)
     else:
@@ -226,7 +230,7 @@ def test_a_frame_over_the_pixel_limit_is_not_decoded(tmp_path, hostile):
     assert (facts["video_ok"], facts["width"], facts["height"]) == (False, None, None)
     assert facts["error"] == (f"frame size {HUGE_SIDE}x{HUGE_SIDE} is over the limit of 33,177,600 pixels "
                               "(8K UHD): not decoded")
-    good = sorted((hostile["root"] / "runs" / hostile["good_series"]).rglob("out.mp4"))[0]
+    good = min((hostile["root"] / "runs" / hostile["good_series"]).rglob("out.mp4"))
     assert analyse_video(good).facts["video_ok"]
     assert "over the limit of 100 pixels" in analyse_video(good, max_pixels=100).facts["error"]
 
@@ -237,7 +241,7 @@ def test_a_video_whose_frames_cannot_be_written_fails_alone(tmp_path, hostile):
     assert len(videos) == 2
     blocked = tmp_path / "blocked"
     blocked.write_bytes(b"a file where the frames folder should be")
-    first_frame = lambda duration_s, fps: [{"t_s": 0.0, "reason": "first"}]  # noqa: E731
+    first_frame = lambda duration_s, fps: [{"t_s": 0.0, "reason": "first"}]
     jobs = [RenderJob(videos[0], first_frame, blocked, 80), RenderJob(videos[1], first_frame, tmp_path / "ok", 80)]
     failed, rendered = iter_renders(jobs, workers=2)
     assert failed.error.startswith("could not be processed (") and failed.facts["video_ok"] is False

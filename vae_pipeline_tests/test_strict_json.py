@@ -95,7 +95,19 @@ def test_the_line_limit_is_a_setting_that_reaches_the_episodes_stage(tmp_path):
     run = generate(tmp_path / "runs", META, series=1, episodes=1, seed=2, bad=False)
     entry = next(e for e in episode_entries(run.root / next(iter(run.series)))[0] if not e.is_archive)
     briefs = SchemaValidator.from_file(META / "brief.schema.json")
-    row = parse_episode(next(iter(run.series)), entry, briefs, max_line_bytes=runs_root.max_line_bytes)
-    assert (row["valid"], row["error_file"], row["error_line"]) == (False, "messages.jsonl", 1)
-    assert "longer than the line limit (100 bytes" in row["error_reason"]
-    assert parse_episode(next(iter(run.series)), entry, briefs)["valid"]
+    series = next(iter(run.series))
+    row = parse_episode(series, entry, briefs, max_line_bytes=runs_root.max_line_bytes)
+    # brief.json is one JSON text, larger than the limit: refused before it is read
+    assert (row["valid"], row["error_file"], row["error_line"]) == (False, "brief.json", None)
+    assert row["error_reason"] == "is larger than the line limit (100 bytes, VAE_MAX_LINE_BYTES): not read"
+    # with a limit above its documents' sizes, a longer message line planted at its end is refused
+    limit = 4096
+    assert max((entry.path / name).stat().st_size for name in ("brief.json", "result.json")) < limit
+    long_line = json.dumps({"type": "user", "message": {"content": "x" * limit}}).encode() + b"\n"
+    with (entry.path / "messages.jsonl").open("ab") as messages:
+        messages.write(long_line)
+    lines = (entry.path / "messages.jsonl").read_bytes().count(b"\n")
+    row = parse_episode(series, entry, briefs, max_line_bytes=limit)
+    assert (row["valid"], row["error_file"], row["error_line"]) == (False, "messages.jsonl", lines)
+    assert "longer than the line limit (4,096 bytes" in row["error_reason"]
+    assert parse_episode(series, entry, briefs)["valid"]  # the default limit takes it

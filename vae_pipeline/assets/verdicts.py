@@ -41,7 +41,7 @@ def read_verdict(runs_root: RunsRoot, row: dict) -> dict:
     out["id"] = row["id"]
     try:
         with reading(JUDGE):
-            files = runs_root.read_files(row, lambda name: name == JUDGE)
+            files = runs_root.read_files(row, lambda name: name == JUDGE, as_json=True)
             judge = parse_judge(files.data[JUDGE].decode("utf-8", errors="replace"))
             answer = judge["answer"]
             parsed = dict(judge_valid=True, judge_model=judge["judge_model"], rubric_version=judge["rubric_version"],

@@ -77,8 +77,10 @@ def parse_episode(
             row.update(id=scrub_line(entry.episode_id), source=scrub_line(entry.name))
             raise BadInput(entry.name, "folder or archive name is not a valid episode id")
         with reading(entry.name):
+            # a JSON file is one JSON text: held whole, so no larger than a line may be
             files = read_episode_files(entry, lambda name: name in REQUIRED_FILES, size_limit=size_limit,
-                                       streamed={MESSAGES: functools.partial(_count, max_line_bytes=max_line_bytes)})
+                                       streamed={MESSAGES: functools.partial(_count, max_line_bytes=max_line_bytes)},
+                                       max_file_bytes=max_line_bytes)
             row.update(_parse_files(entry.episode_id, files, briefs, row["warnings"], scrub or ScrubConfig()))
         row["valid"] = True
     except BadInput as exc:

@@ -73,8 +73,10 @@ def read_episode_files(
     *,
     size_limit: int = DEFAULT_SIZE_LIMIT,
     streamed: Mapping[str, Callable[[BinaryIO], object]] | None = None,
+    max_file_bytes: int | None = None,
 ) -> EpisodeFiles:
-    """List every file of the episode and read the ones `wanted` selects; raises BadInput.
+    """List every file of the episode and read the ones `wanted` selects; raises BadInput, also
+    (before reading it) for a wanted file larger than `max_file_bytes` (None: no such limit).
 
     A file `streamed` names is never held whole: its reader gets it as an open stream, and the
     BadInput it raises is kept for the caller to raise in its own order of checks."""
@@ -88,6 +90,9 @@ def read_episode_files(
                 except BadInput as exc:
                     files.streamed[member.path] = exc
         elif wanted(member.path):
+            if max_file_bytes is not None and member.size > max_file_bytes:
+                raise BadInput(member.path, f"is larger than the line limit ({max_file_bytes:,} bytes, "
+                                            "VAE_MAX_LINE_BYTES): not read")
             with member.open() as handle:
                 files.data[member.path] = handle.read()
     return files

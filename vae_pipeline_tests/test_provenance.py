@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from vae_pipeline.cli import main
+from vae_pipeline.domain.messages import count_messages
 from vae_pipeline.domain.provenance import (
     actor_disagreements,
     actor_facts,
@@ -25,6 +26,11 @@ from vae_pipeline.domain.series import episode_entries
 from vae_pipeline.sample.generator import ODD_ACTOR_MODEL
 
 CHECKS = ("harness_committed", "benchmark_versioned", "one_actor_per_series")
+
+
+def facts_of(messages: bytes, shape: object | None) -> dict:
+    """What the episode parser stores of what ran: the init line the counting found, and the shape."""
+    return actor_facts(count_messages(messages).init, shape)
 
 
 def jsonl(*lines: dict) -> bytes:
@@ -48,7 +54,7 @@ def test_the_main_agents_init_line_and_the_hashed_request_shape_say_what_ran():
                      {**INIT, "model": "claude-haiku-4-5", "parent_tool_use_id": "toolu_01"},  # a subagent's
                      INIT, {"type": "assistant", "message": {"id": "m1", "content": []}},
                      {**INIT, "model": "a-later-init-line"})
-    facts = actor_facts(messages, SHAPE)
+    facts = facts_of(messages, SHAPE)
     assert facts["actor_model_id"] == "claude-opus-4-5-20251101"
     assert facts["claude_code_version"] == "2.0.50"
     assert facts["actor_tools"] == ["Bash", "Read", "Write", "mcp__figma__get_file"]
@@ -58,22 +64,22 @@ def test_the_main_agents_init_line_and_the_hashed_request_shape_say_what_ran():
     other_cwd = "/home/ana/runs/b-s1/work"
     other = {"tools": SHAPE["tools"], "model": SHAPE["model"],
              "system": [SHAPE["system"][0], {"type": "text", "text": f"Working directory: {other_cwd}"}]}
-    assert actor_facts(jsonl({**INIT, "cwd": other_cwd}), other)["request_shape_sha256"] == \
+    assert facts_of(jsonl({**INIT, "cwd": other_cwd}), other)["request_shape_sha256"] == \
         facts["request_shape_sha256"]
     # a changed tool definition or system prompt is another actor
     changed_tool = {**SHAPE, "tools": [{**SHAPE["tools"][0], "description": "Run a command"}]}
     changed_prompt = {**SHAPE, "system": [{"type": "text", "text": "You are a helpful agent."}, SHAPE["system"][1]]}
-    assert actor_facts(messages, changed_tool)["request_shape_sha256"] != facts["request_shape_sha256"]
-    assert actor_facts(messages, changed_prompt)["request_shape_sha256"] != facts["request_shape_sha256"]
+    assert facts_of(messages, changed_tool)["request_shape_sha256"] != facts["request_shape_sha256"]
+    assert facts_of(messages, changed_prompt)["request_shape_sha256"] != facts["request_shape_sha256"]
 
-    none = actor_facts(jsonl({"type": "assistant", "message": {"content": []}}), None)
+    none = facts_of(jsonl({"type": "assistant", "message": {"content": []}}), None)
     assert none == {"actor_model_id": None, "claude_code_version": None, "actor_tools": None,
                     "request_shape_sha256": None}
 
 
 def test_what_is_stored_of_the_init_line_is_scrubbed():
     key = "sk-ant-api03-" + "a1B2c3D4" * 11 + "AA"
-    facts = actor_facts(jsonl({**INIT, "model": f"/home/ana/{key}", "tools": [f"Bash {key}", "/home/ana/x"]}), None)
+    facts = facts_of(jsonl({**INIT, "model": f"/home/ana/{key}", "tools": [f"Bash {key}", "/home/ana/x"]}), None)
     assert "/home/ana" not in json.dumps(facts) and key not in json.dumps(facts)
     assert facts["actor_tools"] == ["<home>/x", "Bash <redacted:anthropic>"]
 

@@ -8,7 +8,6 @@ by a vectorised Newton method (all rounds' small Hessians solved in one batched 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -17,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from vae_pipeline.domain.episode import load_json
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.provenance import minor_version
 from vae_pipeline.domain.rubric import AXES as SCORE_AXES
+from vae_pipeline.domain.strict_json import loads
 
 PAIRWISE_AXES = ("engagement", "prompt_intent", "composition", "temporal", "craft")
 OVERALL = "overall"
@@ -79,7 +78,7 @@ def ranked_series(path: Path) -> list[str] | None:
     """The series `meta/evaluation.json` lists, or None when there is no such file (raises BadInput)."""
     if not path.exists():
         return None
-    value = load_json(path.read_bytes(), EVALUATION)
+    value = loads(path.read_bytes(), EVALUATION)
     listed = value.get("series") if isinstance(value, dict) else None
     if not isinstance(listed, list) or not all(isinstance(s, str) for s in listed):
         raise BadInput(EVALUATION, "must be an object whose 'series' is a list of series ids")
@@ -141,15 +140,11 @@ def unranked_series(entrants: pl.DataFrame) -> list[dict]:
 # ---------------------------------------------------------------- reading comparison lines
 
 
-def _reject_constant(_: str) -> None:
-    raise _Bad("not valid JSON (NaN and Infinity are not JSON numbers)")
-
-
 def _json_object(text: str) -> dict:
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise _Bad(f"not valid JSON ({exc.msg})") from None
+        value = loads(text, "")
+    except BadInput as exc:
+        raise _Bad(exc.reason) from None
     if not isinstance(value, dict):
         raise _Bad("not a JSON object")
     return value

@@ -42,23 +42,6 @@ def _scrubbed(values: list[str]) -> list[str]:
     return out if len(out) == len(lines) else [scrub_line(line) for line in lines]
 
 
-def init_line(messages: bytes) -> dict | None:
-    """The main agent's first `{"type": "system", "subtype": "init"}` line (lines already parsed
-    once by the counting, so every line is known to be JSON). Only lines holding `"init"` are read:
-    the log can be large, its init line is near the top."""
-    start = 0
-    while (hit := messages.find(b'"init"', start)) != -1:
-        begin = messages.rfind(b"\n", 0, hit) + 1
-        end = messages.find(b"\n", hit)
-        end = len(messages) if end == -1 else end
-        message = json.loads(messages[begin:end])
-        if (isinstance(message, dict) and message.get("type") == "system" and message.get("subtype") == "init"
-                and message.get("parent_tool_use_id") is None):
-            return message
-        start = end + 1
-    return None
-
-
 def shape_sha256(shape: object, cwd: str | None) -> str:
     """sha256 of the request shape's `system` and `tools`, canonical JSON, the working folder replaced."""
     value = {"system": shape.get("system"), "tools": shape.get("tools")} if isinstance(shape, dict) else None
@@ -76,10 +59,10 @@ def shape_sha256(shape: object, cwd: str | None) -> str:
     return hashlib.sha256(canonical.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
-def actor_facts(messages: bytes, shape: object | None) -> dict:
+def actor_facts(init: dict | None, shape: object | None) -> dict:
     """ACTOR_COLUMNS of one episode: its init line's `model`, `claude_code_version` and tool
     names (sorted), and the request shape's hash (None without the file)."""
-    init = init_line(messages) or {}
+    init = init or {}
     tools = init.get("tools")
     names = [t for t in tools if isinstance(t, str)] if isinstance(tools, list) else []
     fields = [init.get(key) if isinstance(init.get(key), str) and init.get(key).strip() else None

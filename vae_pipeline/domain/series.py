@@ -7,7 +7,6 @@ everything else is reported and skipped, never guessed at.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.json_schema import contract_validator
 from vae_pipeline.domain.line_scrub import scrub_line
+from vae_pipeline.domain.strict_json import loads
 
 SERIES_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 EPISODE_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")
@@ -70,10 +70,7 @@ def read_series_json(path: Path) -> dict:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(file, f"cannot be read ({type(exc).__name__})") from None
-    try:
-        info = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInput(file, f"is not valid JSON ({exc.msg})", line=exc.lineno) from None
+    info = loads(text, file)
     contract_validator("series").validate(info, text, file)
     return info
 

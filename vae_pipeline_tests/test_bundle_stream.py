@@ -180,7 +180,7 @@ def test_archive_digests_read_back_the_manifest_files(tmp_path) -> None:
 def test_image_cache_encodes_an_image_once_across_episodes_and_builds(tmp_path, monkeypatch) -> None:
     encoded = []
     real = slim._smallest
-    monkeypatch.setattr(slim, "_smallest", lambda raw, mime: encoded.append(raw) or real(raw, mime))
+    monkeypatch.setattr(slim, "_smallest", lambda raw: encoded.append(raw) or real(raw))
     cache = tmp_path / "cache"
     first = pack(pinned_episode(), tmp_path / "1.tar.zst", image_cache=cache)
     assert len(encoded) == 1

@@ -30,7 +30,7 @@ from vae_pipeline.domain.image_bytes import EXTENSIONS, MIME_TYPES, image_format
 
 WEBP_QUALITY = 70
 # libwebp's effort (0 fastest .. 6 smallest), chosen by `benchmarks/bench_bundles.py --methods`
-WEBP_METHOD = 4
+WEBP_METHOD = 2
 IMAGE_DIR = "images"
 # bumped whenever what is stored for an image changes (the cache must not hand back older bytes)
 _STORED_FORM = "stripped-1"

@@ -13,6 +13,7 @@ parts of it that hold the credential, and an episode refused for its name is cal
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -35,14 +36,24 @@ LEFTOVER_CREDENTIAL = "credential"  # the scrub's finding kind for a credential 
 REDACTED_ID_PREFIX = "redacted-"
 
 
-def _credential_kind_names() -> frozenset[str]:
-    return frozenset(spec["name"] for spec in kind_specs() if spec["action"] == "redact") | {LEFTOVER_CREDENTIAL}
+@functools.cache
+def _credential_kinds() -> tuple[frozenset[str], re.Pattern[bytes] | None]:
+    """The scrub's credential kinds, and one search for all their triggers (None when a kind
+    has none): a name without a trigger hit holds no credential, and skips the scrub."""
+    specs = [spec for spec in kind_specs() if spec["action"] == "redact" or spec["name"] == LEFTOVER_CREDENTIAL]
+    names = frozenset(spec["name"] for spec in specs)
+    if not all(spec.get("triggers") for spec in specs):
+        return names, None
+    return names, re.compile(b"|".join(b"(?:%s)" % t.encode() for spec in specs for t in spec["triggers"]))
 
 
 def name_credentials(name: str) -> list[str]:
     """The credential kinds the scrub finds in a name (empty: none), by the scrub's own kinds."""
-    result = scrub_text(name.encode("utf-8", errors="replace"), name, ScrubConfig())
-    credentials = _credential_kind_names()
+    credentials, triggers = _credential_kinds()
+    text = name.encode("utf-8", errors="replace")
+    if triggers is not None and triggers.search(text) is None:
+        return []
+    result = scrub_text(text, name, ScrubConfig())
     found = set(result.redacted_by_kind) | {f.kind for f in result.findings if f.kind in credentials}
     return sorted(found)
 

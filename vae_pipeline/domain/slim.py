@@ -29,12 +29,14 @@ from vae_pipeline.domain.files import write_atomic
 from vae_pipeline.domain.image_bytes import EXTENSIONS, MIME_TYPES, image_format, strip_metadata
 
 WEBP_QUALITY = 70
-# libwebp's effort (0 fastest .. 6 smallest), chosen by `benchmarks/bench_bundles.py --methods`
-WEBP_METHOD = 2
+# libwebp's effort (0 fastest .. 6 smallest), chosen by `benchmarks/bench_bundles.py --methods`:
+# on the delivery-size screenshots, 0 encodes in ~80% of method 2's CPU time and ~45% of method
+# 4's (Pillow's default), for ~20% more image bytes; a first build is mostly this encoding
+WEBP_METHOD = 0
 IMAGE_DIR = "images"
 # bumped whenever what is stored for an image changes (the cache must not hand back older bytes)
 _STORED_FORM = "stripped-1"
-B64_MIN_RUN = 512
+_B64_MIN_RUN = 512  # contract 3: strings of 512+ base64 characters
 _B64_STANDARD = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 _B64_RUN = re.compile(rb"(?:[A-Za-z0-9+=]|\\?/)+")
 # how the base64 of each format's magic bytes begins (`\/` where a JSON writer escapes "/")
@@ -52,7 +54,7 @@ _STREAM_EVENT_PREFIXES = (b'{"type": "stream_event"', b'{"type":"stream_event"')
 class SlimStats:
     """What slimming did to one member (or, summed, to an episode)."""
 
-    images: int = 0  # image blocks moved out of the text
+    images: int = 0  # images moved out of the text: blocks, and other values that are images
     bytes_before: int = 0
     bytes_after: int = 0
     stream_events_dropped: int = 0
@@ -331,7 +333,7 @@ def _replace_image_values(text: bytes, store: ImageStore) -> tuple[bytes, int]:
         run = text[start:end]
         if b"\\" in run:
             run = run.replace(b"\\/", b"/")
-        if len(run) < B64_MIN_RUN:
+        if len(run) < _B64_MIN_RUN:
             continue
         stored = store.put_base64(run)
         if stored is None:

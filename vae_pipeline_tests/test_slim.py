@@ -275,3 +275,23 @@ def test_key_named_files_episodes_and_series_fields_never_reach_a_kept_byte_and_
     for secret in (KEY, key_id, KEY[13:33], key_id[13:33]):
         assert [path for path, data in kept.items() if secret.encode() in data] == [], secret
         assert secret not in json.dumps(summary)
+
+
+def test_an_image_member_too_large_to_strip_in_memory_is_refused_unread(tmp_path) -> None:
+    from vae_pipeline.domain.bundle import IMAGE_MEMBER_LIMIT, build_bundle
+    from vae_pipeline.domain.episode_files import SourceMember
+    from vae_pipeline.domain.scrub import ScrubConfig
+
+    reads = []
+
+    class Huge(io.BytesIO):
+        def read(self, size=-1):
+            reads.append(size)
+            return super().read(size)
+
+    head = checkerboard_png_with_text()
+    member = SourceMember("observations/huge.png", IMAGE_MEMBER_LIMIT + 1, lambda: Huge(head), reopenable=False)
+    with pytest.raises(BadInput, match="observations/huge.png: image larger than 64 MiB"):
+        build_bundle([member], tmp_path / "a.tar.zst", config=ScrubConfig())
+    assert all(size is not None and 0 < size <= 65536 for size in reads)  # only the head was read
+    assert not (tmp_path / "a.tar.zst").exists()

@@ -50,6 +50,8 @@ VENDOR_DIR = "work/assets/vendor/"
 NODE_MODULES_DIR = "work/node_modules/"
 # is_text_member decides from a member's first 64 KiB
 TEXT_SNIFF_BYTES = 65536
+# an image member is read whole to strip its metadata: a larger one is refused, not read
+IMAGE_MEMBER_LIMIT = 64 << 20
 _TAR_RECORD = tarfile.RECORDSIZE
 _TAR_BLOCK = tarfile.BLOCKSIZE
 
@@ -236,6 +238,9 @@ class _Packer:
             if is_text_member(path, head):
                 self.pending[path] = self.spool.add(self._text(path, head + handle.read()))
             elif image_format(head):  # its text chunks and EXIF are not archived
+                if member.size > IMAGE_MEMBER_LIMIT:
+                    raise BadInput(path, f"image larger than {IMAGE_MEMBER_LIMIT >> 20} MiB: its metadata is not "
+                                         "stripped in memory, so it is not archived")
                 self.pending[path] = self.spool.add(strip_metadata(head + handle.read()))
             elif member.reopenable:
                 self.pending[path] = _Pending(member.size, lambda: _copy_chunks(member.open, member.size, path))

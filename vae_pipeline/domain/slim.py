@@ -188,7 +188,7 @@ def _smallest(raw: bytes) -> tuple[bytes, str, str] | None:
     kind = image_format(raw)
     try:
         with Image.open(io.BytesIO(raw)) as image:
-            if image.format != kind:
+            if {"MPO": "JPEG"}.get(image.format, image.format) != kind:  # MPO: a camera JPEG with a preview
                 return None
             image.load()
             original = strip_metadata(raw)

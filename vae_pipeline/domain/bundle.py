@@ -8,7 +8,8 @@ worker threads (1 or 16), so the bytes do not depend on the machine's cores.
 Memory stays bounded whatever the episode's size: each member is read once, as a stream; a
 text member is slimmed and scrubbed on its own and its result spooled to a temp file (the
 images it moves out must be known before the tar reaches `images/`); binary members of a run
-folder are copied straight from the input into the tar; left-out files are never read except
+folder are copied straight from the input into the tar (images but for their metadata, which is
+stripped); left-out files are never read except
 the vendored runtimes, hashed in chunks; the tar is compressed as it is written, into a temp
 file renamed into place.
 
@@ -36,6 +37,7 @@ import zstandard
 from vae_pipeline.domain.episode_files import SourceMember
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import CHUNK, atomic_writer, sha256_stream
+from vae_pipeline.domain.image_bytes import image_format, strip_metadata
 from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, scrub_text
 from vae_pipeline.domain.slim import IMAGE_DIR, ImageStore, SlimStats, slim_member
 
@@ -48,6 +50,8 @@ VENDOR_DIR = "work/assets/vendor/"
 NODE_MODULES_DIR = "work/node_modules/"
 # is_text_member decides from a member's first 64 KiB
 TEXT_SNIFF_BYTES = 65536
+# an image member is read whole to strip its metadata: a larger one is refused, not read
+IMAGE_MEMBER_LIMIT = 64 << 20
 _TAR_RECORD = tarfile.RECORDSIZE
 _TAR_BLOCK = tarfile.BLOCKSIZE
 
@@ -233,6 +237,11 @@ class _Packer:
             head = handle.read(TEXT_SNIFF_BYTES)
             if is_text_member(path, head):
                 self.pending[path] = self.spool.add(self._text(path, head + handle.read()))
+            elif image_format(head):  # its text chunks and EXIF are not archived
+                if member.size > IMAGE_MEMBER_LIMIT:
+                    raise BadInput(path, f"image larger than {IMAGE_MEMBER_LIMIT >> 20} MiB: its metadata is not "
+                                         "stripped in memory, so it is not archived")
+                self.pending[path] = self.spool.add(strip_metadata(head + handle.read()))
             elif member.reopenable:
                 self.pending[path] = _Pending(member.size, lambda: _copy_chunks(member.open, member.size, path))
             else:

@@ -14,11 +14,10 @@ from typing import BinaryIO
 from vae_pipeline.domain.episode_files import DEFAULT_SIZE_LIMIT, EpisodeFiles, read_episode_files
 from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.json_schema import SchemaValidator, contract_validator
-from vae_pipeline.domain.line_scrub import scrub_line
 from vae_pipeline.domain.messages import MessageCounts, count_messages, token_columns
 from vae_pipeline.domain.provenance import ACTOR_COLUMNS, REQUEST_SHAPE, actor_facts
 from vae_pipeline.domain.scrub import ScrubConfig, scrub_text
-from vae_pipeline.domain.series import EpisodeEntry, is_episode_id
+from vae_pipeline.domain.series import EpisodeEntry, episode_id_reason, is_episode_id, masked_name, shown_episode_id
 from vae_pipeline.domain.strict_json import DEFAULT_MAX_LINE_BYTES, loads
 
 MESSAGES = "messages.jsonl"  # streamed, never held whole
@@ -74,10 +73,10 @@ def parse_episode(
                is_archive=entry.is_archive, valid=False, warnings=[])
     try:
         if not is_episode_id(entry.episode_id):
-            # the name is all there is to call it by: kept scrubbed (a folder named after a key)
-            row.update(id=scrub_line(entry.episode_id), source=scrub_line(entry.name))
-            raise BadInput(entry.name, "folder or archive name is not a valid episode id")
-        with reading(entry.name):
+            # the name is all there is to call it by: never shown as it is (a folder named after a key)
+            row.update(id=shown_episode_id(entry.episode_id), source=masked_name(entry.name))
+            raise BadInput(row["source"], episode_id_reason(entry.episode_id))
+        with reading(row["source"]):
             # a JSON file is one JSON text: held whole, so no larger than a line may be
             files = read_episode_files(entry, lambda name: name in REQUIRED_FILES or name == REQUEST_SHAPE,
                                        size_limit=size_limit,

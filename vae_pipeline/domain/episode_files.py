@@ -19,7 +19,7 @@ import zstandard
 
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import sha256_stream
-from vae_pipeline.domain.series import ZSTD_MAGIC, EpisodeEntry
+from vae_pipeline.domain.series import ZSTD_MAGIC, EpisodeEntry, credential_name_reason, masked_name, name_credentials
 
 DEFAULT_SIZE_LIMIT = 4 * 1024**3
 
@@ -57,10 +57,14 @@ class EpisodeFiles:
 
 def episode_members(entry: EpisodeEntry, *, size_limit: int | None = DEFAULT_SIZE_LIMIT) -> Iterator[SourceMember]:
     """Every file of the episode, in listing order, checked as it comes (None: no size limit);
-    raises BadInput."""
+    raises BadInput. A file whose name holds a credential shape makes the episode invalid: its
+    name is published (the manifest's files or excluded lists), the credential with it."""
     reader = _archive_members if entry.is_archive else _folder_members
     total = 0
     for member in reader(entry.path):
+        kinds = name_credentials(member.path)
+        if kinds:
+            raise BadInput(masked_name(member.path), credential_name_reason("the file name", kinds))
         total += member.size
         if size_limit is not None and total > size_limit:
             raise BadInput(member.path, f"archive unpacks past the size limit ({size_limit:,} bytes)")

@@ -138,7 +138,7 @@ def bench_scrub(folder: Path, values: dict[str, str]) -> float:
     texts = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
     texts = {k: v for k, v in texts.items() if is_text_member(k) and "/vendor/" not in k and not k.endswith(".env")}
     size = sum(map(len, texts.values()))
-    config = ScrubConfig(hostname="render-box.internal", username="vidbot")
+    config = ScrubConfig(hostname="render-box.internal", usernames=("vidbot",))
     start = time.perf_counter()
     results = {path: scrub_text(data, path, config) for path, data in texts.items()}
     elapsed = time.perf_counter() - start

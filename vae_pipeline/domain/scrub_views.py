@@ -81,8 +81,7 @@ def wide_text(data: bytes) -> tuple[WideText, bytes] | None:
 # Escapes that can spell part of a credential, a path or a name: ASCII printable characters
 # as \u00XX, and \/. (\n, \t, \" are read around by the kinds' own patterns; \u00e9 and other
 # non-ASCII escapes are no part of what the scrub looks for.)
-_ASCII_ESCAPE = re.compile(rb"\\u00[2-7][0-9A-Fa-f]")
-_SLASH_ESCAPE = re.compile(rb"\\/")
+_SPELLING_ESCAPE = re.compile(rb"\\(?:u00[2-7][0-9A-Fa-f]|/)")
 _JSON_ESCAPE = re.compile(rb'\\(?:u([0-9A-Fa-f]{4})|(["\\/bfnrt]))')
 _SIMPLE = {b'"': b'"', b"\\": b"\\", b"/": b"/", b"b": b"\b", b"f": b"\f", b"n": b"\n", b"r": b"\r", b"t": b"\t"}
 _BACKSLASH = 0x5C
@@ -101,9 +100,7 @@ class Window:
 def escape_windows(buf: bytes, reach: int) -> list[Window]:
     """The stretches of `buf` within `reach` bytes of an escape that can hide what the scrub
     looks for, merged, each inside one line: every match holding such an escape lies in one."""
-    if b"\\u00" not in buf and b"\\/" not in buf:
-        return []
-    hits = sorted([m.start() for m in _ASCII_ESCAPE.finditer(buf)] + [m.start() for m in _SLASH_ESCAPE.finditer(buf)])
+    hits = [m.start() for m in _SPELLING_ESCAPE.finditer(buf)]  # one scan: as fast as a test for either
     n = len(buf)
     windows: list[Window] = []
     start = end = -1

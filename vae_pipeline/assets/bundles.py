@@ -64,7 +64,7 @@ def bundle_rows(runs_root: RunsRoot, warehouse: Warehouse, rows: list[dict], con
         yield from pool.map(lambda row: bundle_episode(runs_root, warehouse, row, config, zstd_threads), rows)
 
 
-@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="bundles-1",
+@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="bundles-2",
           group_name="series", kinds={"zstd"}, pool="bundles")  # vae_pipeline.engines.pools
 def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
             warehouse: Warehouse, scrub_settings: ScrubSettings,

@@ -68,7 +68,7 @@ def episodes_source(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settin
                            replacements_source(scrub_settings))
 
 
-@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="episodes-1",
+@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="episodes-2",
           group_name="series", kinds={"polars", "parquet"})
 def episodes(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
              scrub_settings: ScrubSettings) -> dg.Output[dict[str, pl.DataFrame]]:

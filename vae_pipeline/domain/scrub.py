@@ -560,20 +560,21 @@ def _scrub_utf8(data: bytes, file: str, config: ScrubConfig, line_map: Sequence[
             triggers = _TriggerHits(buf)
     for kind in kinds:
         lines = _Lines(buf, line_map)
-        pieces: list[bytes] = []
+        pieces: list[bytes | memoryview] = []  # views: the text between replacements is copied once
         spans: list[tuple[int, int, int]] = []
         last = 0
+        whole = memoryview(buf)
         for start, end, replace in _actions(kind, buf, triggers.of(kind), known):
             if not replace:
                 found.setdefault((lines.at(start), kind.name), []).append(buf[start:end])
                 continue
             replacement = kind.replacement + b"\n" * buf.count(b"\n", start, end)
-            pieces += (buf[last:start], replacement)
+            pieces += (whole[last:start], replacement)
             spans.append((start, end, len(replacement)))
             last = end
             result.count(kind)
         if pieces:
-            pieces.append(buf[last:])
+            pieces.append(whole[last:])
             buf = b"".join(pieces)
             triggers.replaced(buf, spans)
     result.data = buf
@@ -587,7 +588,8 @@ def _scrub_windows(reading: _Reading, kinds: tuple[Kind, ...], names: _Names, re
     replaces the escaped bytes that spell it (whole escapes, so the JSON stays valid and no tail
     is left); a finding names the decoded value. A match cut by a window's edge is left to the
     byte-level pass, which sees the whole of it (no escape lies near it)."""
-    pieces, last = [], 0
+    pieces: list[bytes | memoryview] = []
+    last, whole = 0, memoryview(reading.buf)
     for window, (view, triggers) in zip(reading.windows, reading.views, strict=True):
         raw = reading.buf[window.start : window.end]
         line = lines.at(window.start)
@@ -605,9 +607,9 @@ def _scrub_windows(reading: _Reading, kinds: tuple[Kind, ...], names: _Names, re
                 raw = _spliced(raw, edits, kind.replacement)
                 view = DecodedView(raw)
                 triggers = _TriggerHits(view.data)
-        pieces += (reading.buf[last : window.start], raw)
+        pieces += (whole[last : window.start], raw)
         last = window.end
-    pieces.append(reading.buf[last:])
+    pieces.append(whole[last:])
     return b"".join(pieces)
 
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 import codecs
 import json
 import random
+import re
 
 import pytest
 
 from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, scrub_text, value_sha256
+from vae_pipeline.domain.scrub_views import VIEW_BYTES, DecodedView
 from vae_pipeline.sample.planted import PLANTED_KIND, planted_text, planted_values
 
 REDACTED = [key for key, (_, action) in PLANTED_KIND.items() if action == "redact"]
@@ -155,3 +157,71 @@ def test_a_wide_member_without_a_text_extension_is_text() -> None:
     assert is_text_member("logs/run.log", "started\nok\n".encode("utf-16"))
     assert is_text_member("logs/run", "started\nok\n".encode("utf-16-le"))
     assert not is_text_member("logs/blob", bytes(range(256)) * 4)
+
+
+def test_a_line_longer_than_one_view_is_scrubbed_across_its_pieces() -> None:
+    """An escaped line of several MiB is decoded a piece at a time: values planted across every
+    piece boundary are caught whole, each once, and the rest of the line is left as it was."""
+    values = _values(5)
+    keys = [values[k] for k in ("anthropic", "github_pat", "slack", "jwt")]
+    filler = "see \\/srv\\/www\\/index.html and more " * 40  # 1,480 bytes, "/" written "\\/"
+    head = '{"text": "'
+    chunks, planted = [head], 0
+    while sum(map(len, chunks)) < 3 * VIEW_BYTES + 50_000:
+        size = sum(map(len, chunks))
+        if VIEW_BYTES - 3 * len(filler) < size % VIEW_BYTES < VIEW_BYTES - 60 or planted < 4:
+            chunks.append(" " + _escaped(keys[planted % len(keys)], "middle") + " ")
+            planted += 1
+        elif size < VIEW_BYTES < size + len(filler):  # a value across the first piece's end
+            chunks.append("x" * (VIEW_BYTES - size - 40) + " " + _escaped(keys[0], "first") + " ")
+            planted += 1
+        else:
+            chunks.append(filler)
+    line = "".join(chunks) + '"}\n'
+    assert len(line) > 3 * VIEW_BYTES and planted > 12
+    result = scrub_text(line.encode(), "blob.jsonl", ScrubConfig())
+    text = json.loads(result.data)["text"]
+    assert result.redacted == planted
+    assert not any(k in text or k[-8:] in text for k in keys)
+    assert text.count("/srv/www/index.html") == line.count("\\/srv\\/www\\/index.html")
+    assert result.data.count(b"\\/srv\\/www") == line.count("\\/srv\\/www")  # untouched bytes as they were
+
+
+_READER_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _read_escapes(raw: bytes) -> bytes:
+    """A reader's decoding of JSON escapes (the test's own), other bytes left as they are."""
+    def char(m: re.Match[bytes]) -> bytes:
+        code, simple = m.group(1), m.group(2)
+        return chr(int(code, 16)).encode("utf-8", "surrogatepass") if code else _READER_ESCAPES[simple.decode()].encode()
+    return re.sub(rb'\\(?:u([0-9A-Fa-f]{4})|(["\\/bfnrt]))', char, raw)
+
+
+def test_a_decoded_view_maps_every_stretch_back_to_the_bytes_that_spell_it() -> None:
+    rng = random.Random(0)
+    pieces = ["a", "z", "n", "u", "\\\\", "\\n", '\\"', "\\/", "\\u0041", "\\u00e9", "\\u2014", "\\ud83d", "\\u005c",
+              "\\u005cn", "\\x", "\\"]
+    for _ in range(600):
+        raw = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 16))).encode()
+        view = DecodedView(raw)
+        assert view.data == _read_escapes(raw), raw
+        for start in range(len(view.data)):
+            for end in range(start + 1, len(view.data) + 1):
+                source_start, source_end = view.source_span(start, end)
+                assert view.data[start:end] in _read_escapes(raw[source_start:source_end]), (raw, start, end)
+        if view.data:
+            assert view.source_span(0, len(view.data)) == (0, len(raw))
+
+
+def test_values_across_the_edges_of_an_escapes_stretch_are_caught_whole() -> None:
+    """Only the stretch around an escape is read decoded; a value that stretch cuts at either
+    edge is left to the byte-level pass, which sees it whole: no prefix replaced, no tail left."""
+    key = _values(6)["anthropic"]
+    run = " ".join([key] * 1200)  # ~130 KB of keys: whichever byte a stretch ends at lies in one
+    line = json.dumps({"text": run + " \\/ " + run}).replace("\\\\/", "\\/")
+    assert line.count("\\/") == 1
+    result = scrub_text(line.encode(), "m.jsonl", ScrubConfig())
+    text = json.loads(result.data)["text"]
+    assert text == " ".join(["<redacted:anthropic>"] * 1200) + " / " + " ".join(["<redacted:anthropic>"] * 1200)
+    assert result.redacted == 2400

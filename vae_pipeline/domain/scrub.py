@@ -22,13 +22,24 @@ import hashlib
 import ipaddress
 import json
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
-from vae_pipeline.domain.scrub_views import DecodedView, Window, base64_is_image, escape_windows, wide_text
+from vae_pipeline.domain.scrub_views import (
+    VIEW_BYTES,
+    DecodedView,
+    Window,
+    base64_is_image,
+    decoded,
+    escape_start,
+    escape_windows,
+    wide_text,
+    window_pieces,
+)
 
 KINDS_PATH = Path(__file__).with_name("scrub_kinds.json")
 
@@ -43,8 +54,9 @@ BINARY_EXTENSIONS = frozenset({".mp4", ".webm", ".mov", ".jpg", ".jpeg", ".png",
 # Strings of 512+ base64 characters (standard or url-safe) that decode to an image are skipped.
 _B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-="
 _B64_MIN_RUN = 512
+_B64_RUN = re.compile(rb"[A-Za-z0-9+/_=-]*")
 _DATA_IMAGE = re.compile(rb"data:image/[A-Za-z0-9.+-]+(?:;[A-Za-z0-9=.+-]+)*,[^\s\"'()\\]*")
-_DATA_IMAGE_LOOKBACK = 1 << 16
+_DATA_IMAGE_START = re.compile(rb"data:image/")
 
 # A host name is replaced only where the value it sits in holds one of these.
 _VALUE_MARKS = frozenset(b"/.@:")
@@ -273,6 +285,7 @@ class _Images:
     def __init__(self, buf: bytes) -> None:
         self.buf = buf
         self.run: tuple[int, int, bool] = (-1, -1, False)  # the last base64 run looked at
+        self.urls: list[int] | None = None  # where data:image URLs start, found when first asked
 
     def hold(self, start: int, end: int) -> bool:
         """Whether [start, end) lies in an image (skipped); base64 that is no image is text."""
@@ -285,9 +298,11 @@ class _Images:
                 self.run = (lo, hi, image)
             if image:
                 return True
-        q = buf.rfind(b"data:image/", max(0, start - _DATA_IMAGE_LOOKBACK), start + 1)
-        if q >= 0:
-            url = _DATA_IMAGE.match(buf, q)
+        if self.urls is None:
+            self.urls = [m.start() for m in _DATA_IMAGE_START.finditer(buf)]
+        i = bisect_right(self.urls, start) - 1
+        if i >= 0:
+            url = _DATA_IMAGE.match(buf, self.urls[i])
             if url is not None and url.end() >= end:
                 header, _, payload = url.group().partition(b",")
                 return header.endswith(b";base64") and base64_is_image(payload)
@@ -305,13 +320,7 @@ def _run_start(buf: bytes, pos: int) -> int:
 
 
 def _run_end(buf: bytes, pos: int) -> int:
-    while pos < len(buf):
-        chunk = buf[pos : pos + 4096]
-        kept = len(chunk) - len(chunk.lstrip(_B64_CHARS))
-        pos += kept
-        if kept < len(chunk):
-            break
-    return pos
+    return _B64_RUN.match(buf, pos).end()
 
 
 def _is_reportable_ip(value: bytes) -> bool:
@@ -492,34 +501,53 @@ class _Lines:
         return self.line
 
 
+# A window whose raw bytes hold none of these cannot spell a home directory.
+_HOME_SPELLINGS = (b"home", b"Users", b"\\u00")
+
+
+def _cut(start: int, end: int, length: int, at_start: bool, at_end: bool) -> bool:
+    """Whether a match at [start, end) of a view `length` long touches an edge the view was cut at
+    (its context, or its rest, lies beyond: the neighbouring view or the byte-level pass sees it)."""
+    return (start == 0 and not at_start) or (end == length and not at_end)
+
+
 @dataclass
 class _Reading:
-    """One text as the scrub reads it: UTF-8 bytes, and the decoded stretches around escapes."""
+    """One text as the scrub reads it: its UTF-8 bytes, and around escapes the decoded stretches
+    a reader reads (found and decoded one at a time: an escaped file is read in little memory)."""
 
     buf: bytes
-    windows: list[Window]
-    views: list[tuple[DecodedView, _TriggerHits]]
     triggers: _TriggerHits
 
     @classmethod
     def of(cls, buf: bytes) -> _Reading:
-        windows = escape_windows(buf, _name_free_kinds()[1])
-        views = []
-        for window in windows:
-            view = DecodedView(buf[window.start : window.end])
-            views.append((view, _TriggerHits(view.data)))
-        return cls(buf, windows, views, _TriggerHits(buf))
+        return cls(buf, _TriggerHits(buf))
+
+    def windows(self) -> Iterator[Window]:
+        return escape_windows(self.buf, _name_free_kinds()[1])
 
     def home_owners(self) -> set[str]:
         """The user names of the home directories the text names, raw or escaped."""
-        home = next(kind for kind in _name_free_kinds()[0] if kind.learns_names)
-        owners = set()
-        for buf, triggers in [(self.buf, self.triggers), *((v.data, t) for v, t in self.views)]:
-            for m in _matches(home, buf, triggers.of(home)):
-                owner = _HOME_OWNER.fullmatch(m.group().rstrip(b".-"))
-                if owner is not None:
-                    owners.add(owner.group(1).decode())
+        owners = _home_owners(self.buf, self.triggers, (True, True))
+        for window in self.windows():
+            raw = self.buf[window.start : window.end]
+            if not any(spelling in raw for spelling in _HOME_SPELLINGS):
+                continue
+            for start, end in window_pieces(raw, _name_free_kinds()[1]):
+                edges = (start == 0 and window.at_line_start, end == len(raw) and window.at_line_end)
+                view = decoded(raw[start:end])
+                owners |= _home_owners(view, _TriggerHits(view), edges)
         return owners
+
+
+def _home_owners(buf: bytes, triggers: _TriggerHits, edges: tuple[bool, bool]) -> set[str]:
+    home = next(kind for kind in _name_free_kinds()[0] if kind.learns_names)
+    owners = set()
+    for m in _matches(home, buf, triggers.of(home)):
+        owner = _HOME_OWNER.fullmatch(m.group().rstrip(b".-"))
+        if owner is not None and not _cut(*m.span(), len(buf), *edges):
+            owners.add(owner.group(1).decode())
+    return owners
 
 
 def learn_user_names(data: bytes) -> tuple[str, ...]:
@@ -553,11 +581,8 @@ def _scrub_utf8(data: bytes, file: str, config: ScrubConfig, line_map: Sequence[
     known = _Names(frozenset(n.lower().encode() for n in names), next(k.regex for k in kinds if k.name == "email"))
     result = ScrubResult(data=data)
     found: dict[tuple[int, str], list[bytes]] = {}
-    buf, triggers = data, reading.triggers
-    if reading.windows:
-        buf = _scrub_windows(reading, kinds, known, result, found, _Lines(data, line_map))
-        if buf != data:
-            triggers = _TriggerHits(buf)
+    buf = _scrub_windows(reading, kinds, known, result, found, _Lines(data, line_map))
+    triggers = reading.triggers if buf is data else _TriggerHits(buf)
     for kind in kinds:
         lines = _Lines(buf, line_map)
         pieces: list[bytes | memoryview] = []  # views: the text between replacements is copied once
@@ -587,47 +612,86 @@ def _scrub_windows(reading: _Reading, kinds: tuple[Kind, ...], names: _Names, re
     """The text with every value its escaped stretches spell, read decoded, acted on: a match
     replaces the escaped bytes that spell it (whole escapes, so the JSON stays valid and no tail
     is left); a finding names the decoded value. A match cut by a window's edge is left to the
-    byte-level pass, which sees the whole of it (no escape lies near it)."""
+    byte-level pass, which sees the whole of it (no escape lies near it). The text itself when
+    nothing changed."""
     pieces: list[bytes | memoryview] = []
     last, whole = 0, memoryview(reading.buf)
-    for window, (view, triggers) in zip(reading.windows, reading.views, strict=True):
+    for window in reading.windows():
         raw = reading.buf[window.start : window.end]
-        line = lines.at(window.start)
-        for kind in kinds:
-            edits = []
-            for start, end, replace in _actions(kind, view.data, triggers.of(kind), names):
-                if (start == 0 and not window.at_line_start) or (end == len(view.data) and not window.at_line_end):
-                    continue
-                if replace:
-                    edits.append(view.source_span(start, end))
-                    result.count(kind)
-                else:
-                    found.setdefault((line, kind.name), []).append(view.data[start:end])
-            if edits:
-                raw = _spliced(raw, edits, kind.replacement)
-                view = DecodedView(raw)
-                triggers = _TriggerHits(view.data)
-        pieces += (whole[last : window.start], raw)
-        last = window.end
+        scrubbed = _scrub_window(raw, window, kinds, names, result, found, lines.at(window.start))
+        if scrubbed != raw:
+            pieces += (whole[last : window.start], scrubbed)
+            last = window.end
+    if not pieces:
+        return reading.buf
     pieces.append(whole[last:])
     return b"".join(pieces)
 
 
-def _spliced(raw: bytes, spans: list[tuple[int, int]], replacement: bytes) -> bytes:
-    """`raw` with each span (in order) replaced; spans that overlap (two matches spelled by one
-    escape's bytes) are replaced as one."""
+def _scrub_window(raw: bytes, window: Window, kinds: tuple[Kind, ...], names: _Names, result: ScrubResult,
+                  found: dict[tuple[int, str], list[bytes]], line: int) -> bytes:
+    """One window, decoded a piece of at most VIEW_BYTES at a time. A piece settles what starts
+    in it up to `reach` before its end; the rest, scrubbed so far, starts the next piece."""
+    reach = _name_free_kinds()[1]
+    done: list[bytes] = []
+    carry, pos, at_start = b"", 0, window.at_line_start
+    while True:
+        piece = carry + raw[pos : pos + VIEW_BYTES - len(carry)]
+        pos += len(piece) - len(carry)
+        last = pos >= len(raw)
+        settled = len(piece) if last else escape_start(piece, len(piece) - reach, False)[0]
+        piece, settled = _scrub_piece(piece, settled, (at_start, last and window.at_line_end), kinds, names,
+                                      result, found, line)
+        done.append(piece[:settled])
+        if last:
+            return b"".join(done)
+        carry, at_start = piece[settled:], False
+
+
+def _scrub_piece(piece: bytes, settled: int, edges: tuple[bool, bool], kinds: tuple[Kind, ...], names: _Names,
+                 result: ScrubResult, found: dict[tuple[int, str], list[bytes]], line: int) -> tuple[bytes, int]:
+    """Every kind in order over the decoded piece; only matches spelt from before `settled` are
+    acted on. The new piece, and where what it settled now ends."""
+    view = DecodedView(piece)
+    triggers = _TriggerHits(view.data)
+    for kind in kinds:
+        edits = []
+        for start, end, replace in _actions(kind, view.data, triggers.of(kind), names):
+            if _cut(start, end, len(view.data), *edges):
+                continue
+            source = view.source_span(start, end)
+            if source[0] >= settled:
+                continue
+            if replace:
+                edits.append(source)
+                result.count(kind)
+            else:
+                found.setdefault((line, kind.name), []).append(view.data[start:end])
+        if edits:
+            piece, settled = _spliced(piece, edits, kind.replacement, settled)
+            view = DecodedView(piece)
+            triggers = _TriggerHits(view.data)
+    return piece, settled
+
+
+def _spliced(raw: bytes, spans: list[tuple[int, int]], replacement: bytes, mark: int) -> tuple[bytes, int]:
+    """`raw` with each span (in order) replaced, and where offset `mark` now lies (after the
+    replacement of a span that holds it). Spans that overlap (two matches spelt by one escape's
+    bytes) are replaced as one."""
     merged: list[tuple[int, int]] = []
     for start, end in spans:
         if merged and start < merged[-1][1]:
             merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
         else:
             merged.append((start, end))
-    pieces, last = [], 0
+    pieces, last, moved = [], 0, mark
     for start, end in merged:
+        if start < mark:
+            moved += len(replacement) - (end - start) + max(0, end - mark)
         pieces += (raw[last:start], replacement)
         last = end
     pieces.append(raw[last:])
-    return b"".join(pieces)
+    return b"".join(pieces), moved
 
 
 def _findings(

@@ -12,7 +12,9 @@ import base64
 import binascii
 import codecs
 import re
+from array import array
 from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # ---- UTF-16 and UTF-32 text -------------------------------------------------------------
@@ -97,73 +99,136 @@ class Window:
     at_line_end: bool
 
 
-def escape_windows(buf: bytes, reach: int) -> list[Window]:
+def escape_windows(buf: bytes, reach: int) -> Iterator[Window]:
     """The stretches of `buf` within `reach` bytes of an escape that can hide what the scrub
-    looks for, merged, each inside one line: every match holding such an escape lies in one."""
+    looks for, merged, each inside one line: every match holding such an escape lies in one.
+    Yielded as found; a window grows by twice `reach` at a time, and the scan skips the escapes
+    that lie too deep inside it to make it grow, so dense escapes cost a scan, not a step each."""
     if b"\\" not in buf:  # memchr: most project sources hold no backslash at all
-        return []
-    hits = [m.start() for m in _SPELLING_ESCAPE.finditer(buf)]  # one scan: as fast as a test for either
-    n = len(buf)
-    windows: list[Window] = []
-    start = end = -1
-    at_start = at_end = False
-    for hit in hits:
-        if start >= 0 and (hit < end or (not at_end and hit - reach <= end)):
-            if not at_end and hit + reach > end:
-                newline = buf.find(b"\n", end, hit + reach)
-                end, at_end = (newline, True) if newline >= 0 else (min(n, hit + reach), hit + reach >= n)
+        return
+    n, pos = len(buf), 0
+    window: Window | None = None
+    while (m := _SPELLING_ESCAPE.search(buf, pos)) is not None:
+        hit = m.start()
+        if window is not None and (hit < window.end or (not window.at_line_end and hit - reach <= window.end)):
+            if not window.at_line_end and hit + reach > window.end:
+                end, at_end = _window_end(buf, window.end, hit + 2 * reach)
+                window = Window(window.start, end, window.at_line_start, at_end)
+            pos = window.end if window.at_line_end else max(hit + 1, window.end - reach)
             continue
-        if start >= 0:
-            windows.append(Window(start, end, at_start, at_end))
+        if window is not None:
+            yield window
         newline = buf.rfind(b"\n", max(0, hit - reach), hit)
         start, at_start = (newline + 1, True) if newline >= 0 else (max(0, hit - reach), hit - reach <= 0)
-        while not at_start and buf[start - 1] == _BACKSLASH:  # never start inside an escape
-            start -= 1
-            at_start = start == 0
-        newline = buf.find(b"\n", hit, hit + reach)
-        end, at_end = (newline, True) if newline >= 0 else (min(n, hit + reach), hit + reach >= n)
-    if start >= 0:
-        windows.append(Window(start, end, at_start, at_end))
-    return windows
+        start, at_start = escape_start(buf, start, at_start)
+        end, at_end = _window_end(buf, hit, hit + 2 * reach)
+        window = Window(start, end, at_start, at_end)
+        pos = window.end if window.at_line_end else max(hit + 1, window.end - reach)
+    if window is not None:
+        yield window
+
+
+def _window_end(buf: bytes, start: int, end: int) -> tuple[int, bool]:
+    """Where a window reaching from `start` to `end` ends: the end of its line, if nearer."""
+    newline = buf.find(b"\n", start, end)
+    return (newline, True) if newline >= 0 else (min(len(buf), end), end >= len(buf))
+
+
+def escape_start(buf: bytes, start: int, at_start: bool) -> tuple[int, bool]:
+    """A cut at `start` moved back over backslashes, so that it never falls inside an escape."""
+    while not at_start and buf[start - 1] == _BACKSLASH:
+        start -= 1
+        at_start = start == 0
+    return start, at_start
+
+
+def window_pieces(raw: bytes, overlap: int) -> Iterator[tuple[int, int]]:
+    """A long window as pieces of at most `VIEW_BYTES` (so a view of it stays small), each
+    starting `overlap` bytes (or a few more: never inside an escape) before the last one ended:
+    a match cut at one piece's end lies whole in the next."""
+    if len(raw) <= VIEW_BYTES:
+        yield 0, len(raw)
+        return
+    start = 0
+    while True:
+        end = min(len(raw), start + VIEW_BYTES)
+        yield start, end
+        if end == len(raw):
+            return
+        start, _ = escape_start(raw, end - overlap, False)
+
+
+# The most bytes decoded at once: a view keeps four integers per escape.
+VIEW_BYTES = 1 << 20
+_UNICODE_ESCAPE = re.compile(rb"\\u([0-9A-Fa-f]{4})")
+_SIMPLE_ESCAPES = tuple((b"\\" + k, v) for k, v in _SIMPLE.items() if k != b"\\")
+
+
+def _unicode_char(m: re.Match[bytes]) -> bytes:
+    return chr(int(m.group(1), 16)).encode("utf-8", "surrogatepass")
+
+
+def decoded(raw: bytes) -> bytes:
+    """`raw` with its JSON escapes decoded, at C speed: split at escaped backslashes, the other
+    escapes replaced in each part (none of \\" \\/ \\n … decodes to a backslash, so none makes a
+    new escape)."""
+    parts = raw.split(b"\\\\")
+    for i, part in enumerate(parts):
+        if b"\\" in part:
+            for escape, char in _SIMPLE_ESCAPES:
+                part = part.replace(escape, char)
+            if b"\\u" in part:  # last: a \u005c it decodes is a backslash, not an escape
+                part = _UNICODE_ESCAPE.sub(_unicode_char, part)
+            parts[i] = part
+    return b"\\".join(parts)
 
 
 class DecodedView:
     """JSON-escaped bytes as a reader reads them (every JSON escape decoded, other bytes as they
-    are), and for any stretch of that reading the escaped bytes that spell it."""
+    are), and for any stretch of that reading the escaped bytes that spell it.
+
+    The escapes' positions are only listed when a stretch is first asked for (four integers
+    each, in arrays: the text between them is the same in both).
+    """
 
     def __init__(self, raw: bytes) -> None:
-        pieces: list[bytes] = []
-        # per segment: where it starts in the reading, where it starts and ends in `raw`, escape?
-        self._starts: list[int] = []
-        self._raw: list[tuple[int, int, bool]] = []
-        pos = out = 0
-        for m in _JSON_ESCAPE.finditer(raw):
-            if m.start() > pos:
-                self._starts.append(out)
-                self._raw.append((pos, m.start(), False))
-                pieces.append(raw[pos : m.start()])
-                out += m.start() - pos
-            code = m.group(1)
-            char = chr(int(code, 16)).encode("utf-8", "surrogatepass") if code else _SIMPLE[m.group(2)]
-            self._starts.append(out)
-            self._raw.append((m.start(), m.end(), True))
-            pieces.append(char)
-            out += len(char)
-            pos = m.end()
-        if pos < len(raw) or not self._starts:
-            self._starts.append(out)
-            self._raw.append((pos, len(raw), False))
-            pieces.append(raw[pos:])
-        self.data = b"".join(pieces)
+        self.raw = raw
+        self.data = decoded(raw)
+        self._table: tuple[array, array, array, array] | None = None
+
+    def _escapes(self) -> tuple[array, array, array, array]:
+        """Per escape: where its reading starts and ends, and where it starts and ends in `raw`."""
+        if self._table is None:
+            read_start, read_end, raw_start, raw_end = array("q"), array("q"), array("q"), array("q")
+            shift = 0  # bytes the escapes so far take in `raw` beyond their reading
+            for m in _JSON_ESCAPE.finditer(self.raw):
+                code = m.group(1)
+                width = (1 if int(code, 16) < 0x80 else 2 if int(code, 16) < 0x800 else 3) if code else 1
+                read_start.append(m.start() - shift)
+                read_end.append(m.start() - shift + width)
+                raw_start.append(m.start())
+                raw_end.append(m.end())
+                shift += m.end() - m.start() - width
+            self._table = (read_start, read_end, raw_start, raw_end)
+        return self._table
 
     def source_span(self, start: int, end: int) -> tuple[int, int]:
-        """The bytes of `raw` that spell data[start:end], whole escapes included."""
-        i = bisect_right(self._starts, start) - 1
-        raw_start, _, escape = self._raw[i]
-        source_start = raw_start if escape else raw_start + start - self._starts[i]
-        j = bisect_right(self._starts, max(end - 1, start)) - 1
-        raw_start, raw_end, escape = self._raw[j]
-        source_end = raw_end if escape else raw_start + end - self._starts[j]
+        """The bytes of `raw` that spell data[start:end] (start < end), whole escapes included."""
+        read_start, read_end, raw_start, raw_end = self._escapes()
+        i = bisect_right(read_start, start) - 1
+        if i < 0:
+            source_start = start
+        elif start < read_end[i]:
+            source_start = raw_start[i]
+        else:
+            source_start = raw_end[i] + start - read_end[i]
+        j = bisect_right(read_start, end - 1) - 1
+        if j < 0:
+            source_end = end
+        elif end - 1 < read_end[j]:
+            source_end = raw_end[j]
+        else:
+            source_end = raw_end[j] + end - read_end[j]
         return source_start, source_end
 
 

@@ -22,7 +22,7 @@ import hashlib
 import ipaddress
 import json
 import re
-from bisect import bisect_right
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -56,7 +56,7 @@ _B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_
 _B64_MIN_RUN = 512
 _B64_RUN = re.compile(rb"[A-Za-z0-9+/_=-]*")
 _DATA_IMAGE = re.compile(rb"data:image/[A-Za-z0-9.+-]+(?:;[A-Za-z0-9=.+-]+)*,[^\s\"'()\\]*")
-_DATA_IMAGE_START = re.compile(rb"data:image/")
+_DATA_IMAGE_LOOKBACK = 1 << 16
 
 # A host name is replaced only where the value it sits in holds one of these.
 _VALUE_MARKS = frozenset(b"/.@:")
@@ -285,7 +285,7 @@ class _Images:
     def __init__(self, buf: bytes) -> None:
         self.buf = buf
         self.run: tuple[int, int, bool] = (-1, -1, False)  # the last base64 run looked at
-        self.urls: list[int] | None = None  # where data:image URLs start, found when first asked
+        self.url_seen = (0, -1)  # searched up to, and the last data:image URL start found before it
 
     def hold(self, start: int, end: int) -> bool:
         """Whether [start, end) lies in an image (skipped); base64 that is no image is text."""
@@ -298,15 +298,24 @@ class _Images:
                 self.run = (lo, hi, image)
             if image:
                 return True
-        if self.urls is None:
-            self.urls = [m.start() for m in _DATA_IMAGE_START.finditer(buf)]
-        i = bisect_right(self.urls, start) - 1
-        if i >= 0:
-            url = _DATA_IMAGE.match(buf, self.urls[i])
+        q = self._url_before(start)
+        if q >= 0:
+            url = _DATA_IMAGE.match(buf, q)
             if url is not None and url.end() >= end:
                 header, _, payload = url.group().partition(b",")
                 return header.endswith(b";base64") and base64_is_image(payload)
         return False
+
+    def _url_before(self, start: int) -> int:
+        """The last data:image URL starting at most 64 KiB before `start` (matches come in order:
+        each byte is searched once)."""
+        searched, last = self.url_seen
+        lo = max(searched, start - _DATA_IMAGE_LOOKBACK)
+        if start + 1 > lo:
+            found = self.buf.rfind(b"data:image/", lo, start + 1)
+            last = found if found >= 0 else last
+            self.url_seen = (start + 1, last)
+        return last if last >= start - _DATA_IMAGE_LOOKBACK else -1
 
 
 def _run_start(buf: bytes, pos: int) -> int:
@@ -518,13 +527,21 @@ class _Reading:
 
     buf: bytes
     triggers: _TriggerHits
+    _windows: array | None = None  # per window: start, end, edges (1: at its line's start, 2: at its end)
 
     @classmethod
     def of(cls, buf: bytes) -> _Reading:
         return cls(buf, _TriggerHits(buf))
 
     def windows(self) -> Iterator[Window]:
-        return escape_windows(self.buf, _name_free_kinds()[1])
+        """The escaped stretches, found once (three integers each, however many)."""
+        if self._windows is None:
+            self._windows = array("q")
+            for w in escape_windows(self.buf, _name_free_kinds()[1]):
+                self._windows.extend((w.start, w.end, w.at_line_start | w.at_line_end << 1))
+        for i in range(0, len(self._windows), 3):
+            start, end, edges = self._windows[i : i + 3]
+            yield Window(start, end, bool(edges & 1), bool(edges & 2))
 
     def home_owners(self) -> set[str]:
         """The user names of the home directories the text names, raw or escaped."""

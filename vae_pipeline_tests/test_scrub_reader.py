@@ -11,7 +11,12 @@ import re
 
 import pytest
 
-from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, scrub_text, value_sha256
+from vae_pipeline.domain.scrub import (
+    ScrubConfig,
+    is_text_member,
+    scrub_text,
+    value_sha256,
+)
 from vae_pipeline.domain.scrub_views import VIEW_BYTES, DecodedView
 from vae_pipeline.sample.planted import PLANTED_KIND, planted_text, planted_values
 
@@ -86,7 +91,7 @@ def test_escaped_home_email_and_ip_are_read_decoded() -> None:
     document = _document(values, lambda key, value: _escaped(value, "every" if key in ("email", "public_ip") else "slash"))
     result = scrub_text(document.encode(), "session.jsonl", ScrubConfig())
     text = json.loads(result.data)["text"]
-    assert values["home"] not in text and f"cd <home>/work" in text
+    assert values["home"] not in text and "cd <home>/work" in text
     findings = {f.kind: f for f in result.findings}
     assert set(findings) == {"email", "ip_address"}
     # a finding names what a reader sees: the sha256 of the decoded value

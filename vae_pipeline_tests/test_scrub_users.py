@@ -18,7 +18,13 @@ from vae_pipeline.domain.bundle import build_bundle
 from vae_pipeline.domain.episode_files import SourceMember
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.line_scrub import scrub_line
-from vae_pipeline.domain.scrub import ScrubConfig, learn_user_names, parse_user_names, scrub_text, value_sha256
+from vae_pipeline.domain.scrub import (
+    ScrubConfig,
+    learn_user_names,
+    parse_user_names,
+    scrub_text,
+    value_sha256,
+)
 from vae_pipeline.storage.resources import ScrubSettings
 
 # (text holding the user "ana" or "bob", what the scrub makes of it, placeholders by kind)

@@ -106,7 +106,7 @@ def escape_windows(buf: bytes, reach: int) -> Iterator[Window]:
     that lie too deep inside it to make it grow, so dense escapes cost a scan, not a step each."""
     if b"\\" not in buf:  # memchr: most project sources hold no backslash at all
         return
-    n, pos = len(buf), 0
+    pos = 0
     window: Window | None = None
     while (m := _SPELLING_ESCAPE.search(buf, pos)) is not None:
         hit = m.start()

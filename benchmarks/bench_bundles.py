@@ -86,7 +86,7 @@ def unpack_to_folders(runs: Path, plans: list, into: Path) -> tuple[list[Path], 
 
 
 def ours(runs: Path, plans: list, home: Path, workers: int, zstd_threads: int = 1) -> tuple[float, list[dict]]:
-    config = ScrubConfig(hostname=HARNESS_HOST, username=HARNESS_USER)
+    config = ScrubConfig(hostname=HARNESS_HOST, usernames=(HARNESS_USER,))
     start = time.perf_counter()
     rows = list(bundle_rows(RunsRoot(path=str(runs)), Warehouse(path=str(home)), [_row(p) for p in plans],
                             config, workers, zstd_threads))

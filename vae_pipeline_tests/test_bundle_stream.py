@@ -102,7 +102,7 @@ def reference_archive(files: dict[str, bytes], config: ScrubConfig) -> bytes:
 
 
 def test_sample_runs_pack_to_the_reference_bytes_from_folders_and_archives(sample_runs, tmp_path) -> None:
-    config = ScrubConfig(hostname=HARNESS_HOST, username=HARNESS_USER)
+    config = ScrubConfig(hostname=HARNESS_HOST, usernames=(HARNESS_USER,))
     good = [plan for plan in sample_runs.episodes if plan.bad is None]
     assert any(plan.archive for plan in good) and any(not plan.archive for plan in good)
     for plan in good:
@@ -205,7 +205,7 @@ def _bundled(sample_runs, home, workers: int) -> list[dict]:
     rows = [{"id": p.episode_id, "series": p.series, "date": "2026-10-21", "is_archive": p.archive,
              "source": f"{p.episode_id}.tar.zst" if p.archive else p.episode_id}
             for p in sample_runs.episodes if p.bad is None]
-    config = ScrubConfig(hostname=HARNESS_HOST, username=HARNESS_USER)
+    config = ScrubConfig(hostname=HARNESS_HOST, usernames=(HARNESS_USER,))
     return list(bundle_rows(RunsRoot(path=str(sample_runs.root)), Warehouse(path=str(home)), rows, config, workers))
 
 

@@ -153,7 +153,7 @@ def test_gate_report_without_a_video_fails_only_no_video():
 
 def test_values_the_scrub_leaves_as_findings_are_masked_on_the_pages():
     inputs = SiteInputs(rows=[], published=set(), withheld={}, checks=[], history={}, rubric=RUBRIC,
-                        scrub=ScrubConfig(hostname="gpu-07.render.internal", username="vae-runner"))
+                        scrub=ScrubConfig(hostname="gpu-07.render.internal", usernames=("vae-runner",)))
     brief = {"prompt": "mail jane.doe@example.com from 52.14.200.1; reviewed by vae-runner",
              "beats": [{"name": "call 34.1.2.3", "start_s": 0.0}], "duration_s": 8.0}
     assert inputs.masked(brief) == {

@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 
 from vae_pipeline.domain.line_scrub import scrub_line
-from vae_pipeline.domain.scrub import ScrubConfig
+from vae_pipeline.domain.scrub import ScrubConfig, parse_user_names
 from vae_pipeline.engines.settings import apply_defaults
 
 
@@ -21,7 +21,7 @@ class CliError(Exception):
 def scrubbed(text: str) -> str:
     """What the CLI prints passes through the scrub: a line about an input may quote it."""
     names = ScrubConfig(hostname=os.environ.get("VAE_HARNESS_HOSTNAME") or None,
-                        username=os.environ.get("VAE_HARNESS_USER") or None)
+                        usernames=parse_user_names(os.environ.get("VAE_HARNESS_USER", "")))
     return scrub_line(text, names)
 
 

@@ -74,7 +74,7 @@ class SiteInputs:
         """The scrub's kinds whose values stay in the files as findings (e-mails, IPs, leftover
         credentials, host and user names as plain words): a page shows their kind, never a value."""
         return [(kind.regex, f"<finding:{kind.name}>".encode())
-                for kind in compiled_kinds(self.scrub.hostname, self.scrub.username)
+                for kind in compiled_kinds(self.scrub.hostname, self.scrub.usernames)
                 if kind.action == "finding" or kind.config_word]
 
     def masked(self, value):

@@ -127,9 +127,12 @@ class DatasetFolder(dg.ConfigurableResource):
 
 
 class ScrubSettings(dg.ConfigurableResource):
-    """What the scrub is told about the harness machine: its host name and user name.
+    """What the scrub is told about the harness machine: its host name and user names
+    (`harness_user`: comma-separated, `ana,builder`; the names of the home directories an
+    episode's files name are added to them for that episode).
 
-    Values holding `/ . @ :` are replaced with placeholders; a plain word is only reported.
+    A host name is replaced where its value holds `/ . @ :`, a user name in paths, `user@host`
+    and `ls -l` columns; a plain word is only reported.
     """
 
     harness_hostname: str = ""

@@ -58,10 +58,13 @@ def test_a_new_series_renders_its_pages_and_the_index_only(two_then_three):
     assert two_then_three["before_metadata"]["series_rendered"].value == [first, second]
     assert two_then_three["metadata"]["series_rendered"].value == [third]
     assert two_then_three["summary"]["materialized"]["review_site"] == [None]
-    new = sorted(set(after) - set(before))
-    assert new == sorted([f"series/{third}.html",
-                          *(f"episodes/{third}/{p.episode_id}.html" for p in two_then_three["sample"].episodes
-                            if p.series == third)])
+    new = set(after) - set(before)
+    episodes = [p.episode_id for p in two_then_three["sample"].episodes if p.series == third]
+    # the series page, each episode's page and its transcript with the images it shows: nothing else
+    assert {f"series/{third}.html", *(f"episodes/{third}/{e}.html" for e in episodes),
+            *(f"episodes/{third}/{e}/transcript-1.html" for e in episodes)} <= new
+    assert all(name == f"series/{third}.html" or name.startswith(f"episodes/{third}/") for name in new), new
+    assert any(name.startswith(f"episodes/{third}/{episodes[0]}/images/") for name in new)
     for series in (first, second):
         pages = [name for name in before if name.startswith((f"series/{series}", f"episodes/{series}/"))]
         assert pages and all(after[name] == before[name] for name in pages), series

@@ -32,6 +32,7 @@ class LongPlan:
     main_calls: list[str] = field(default_factory=list)  # tool_use ids, in order
     subagent_calls: list[str] = field(default_factory=list)
     images: int = 0  # distinct pictures the tool results show
+    stream_events: int = 0  # lines the slimming drops
 
 
 def _png(rng: random.Random, n: int) -> bytes:
@@ -76,6 +77,7 @@ def long_messages(turns: int, home: str, secrets: str, seed: int = 0) -> tuple[b
         message_id = f"msg_{parent or 'main'}_{n:04d}"
         signature = base64.b64encode(rng.randbytes(600)).decode()
         lines.append({"type": "stream_event", "event": {"type": "content_block_delta"}, "parent_tool_use_id": parent})
+        plan.stream_events += 1
         lines.append(assistant(message_id, {"type": "thinking", "thinking": "", "signature": signature}, parent))
         lines.append(assistant(message_id, {"type": "text", "text": f"Step {n}: looking at the stage."}, parent))
         tool_id, name, tool_input = call(n, parent)
@@ -112,7 +114,7 @@ def long_messages(turns: int, home: str, secrets: str, seed: int = 0) -> tuple[b
             lines.append(result(SUBAGENT_CALL, [{"type": "text", "text": "Every frame looks right."}], None))
         if n == 20:
             lines.append({"type": "rate_limit_event", "rate_limit_info": {"status": "allowed"}})
-            lines.append(result("toolu_without_call", "x" * LONG_RESULT_CHARS + f"\n{secrets}", None))
+            lines.append(result("toolu_without_call", f"{secrets}\n" + "x" * LONG_RESULT_CHARS, None))
         if n == turns // 2:
             lines.append({"type": "result", "subtype": "success", "is_error": False, "num_turns": n,
                           "usage": {"input_tokens": 10, "output_tokens": 10}, "result": "First part done."})

@@ -270,6 +270,10 @@ def test_served_site_plays_and_seeks_over_http_and_serves_nothing_else(site, sam
         page.locator(".timeline .mark.freeze").first.click()
         page.wait_for_function(f"Math.abs(document.getElementById('video').currentTime - 1.0) <= {FRAME}")
         assert page.evaluate("document.getElementById('video').readyState") >= 2
+        long = site["long"]  # the transcript pages and their images are served too
+        assert not open_page(page, f"{base}/review/episodes/{long.series}/{long.episode_id}/transcript-1.html")
+        assert page.locator("img.observation").count() and \
+            not page.evaluate("[...document.images].filter(i => !i.naturalWidth).map(i => i.src)")
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"{base}/vae_warehouse.duckdb")
         assert refused.value.code == 404

@@ -13,7 +13,11 @@ from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.publish_checks import ITEMS, PUBLISH_CHECKS
 from vae_pipeline.assets.scrub_settings import scrub_config
-from vae_pipeline.domain.dataset_files import AGREEMENT_PARQUET, LEADERBOARD_CHART, LEADERBOARD_PARQUET
+from vae_pipeline.domain.dataset_files import (
+    AGREEMENT_PARQUET,
+    LEADERBOARD_CHART,
+    LEADERBOARD_PARQUET,
+)
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.review_site import (
@@ -26,7 +30,12 @@ from vae_pipeline.domain.review_site import (
 )
 from vae_pipeline.domain.rows import load_withheld
 from vae_pipeline.domain.rubric import load_rubric
-from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, ScrubSettings, Warehouse
+from vae_pipeline.storage.resources import (
+    DatasetFolder,
+    ProjectMeta,
+    ScrubSettings,
+    Warehouse,
+)
 from vae_pipeline.storage.versions import content_version, record_metadata
 
 LEADERBOARD_FILES = (LEADERBOARD_CHART, LEADERBOARD_PARQUET, AGREEMENT_PARQUET)

@@ -95,19 +95,26 @@ class SiteInputs:
     scrub: ScrubConfig = field(default_factory=ScrubConfig)  # the harness's host and user names
 
     @functools.cached_property
-    def finding_patterns(self) -> list[tuple[re.Pattern[bytes], bytes]]:
+    def finding_kinds(self) -> list:
         """The scrub's kinds whose values stay in the files as findings (e-mails, IPs, leftover
         credentials, host and user names as plain words): a page shows their kind, never a value."""
-        return [(kind.regex, f"<finding:{kind.name}>".encode())
-                for kind in compiled_kinds(self.scrub.hostname, self.scrub.username)
+        return [kind for kind in compiled_kinds(self.scrub.hostname, self.scrub.username)
                 if kind.action == "finding" or kind.config_word]
+
+    @functools.cached_property
+    def suspicious(self) -> re.Pattern[bytes]:
+        """Any of those kinds' triggers, one of which every match holds: text without one is left
+        as it is after one scan (most of a transcript), not one per kind."""
+        return re.compile(b"|".join(b"(?:" + t.pattern + b")" for kind in self.finding_kinds for t in kind.triggers))
 
     def masked(self, value):
         """`value` (a string, or lists and objects of them) with every finding's value masked."""
         if isinstance(value, str):
             data = value.encode()
-            for regex, marker in self.finding_patterns:
-                data = regex.sub(marker, data)
+            if not self.suspicious.search(data):
+                return value
+            for kind in self.finding_kinds:
+                data = kind.regex.sub(f"<finding:{kind.name}>".encode(), data)
             return data.decode()
         if isinstance(value, list):
             return [self.masked(item) for item in value]
@@ -353,7 +360,7 @@ def _series_fingerprint(version: str, series: str, rows: list[dict], inputs: Sit
                         [(i in inputs.published, inputs.withheld.get(i), inputs.history.get(i)) for i in ids])
 
 
-def _leaderboard_tables(board: Leaderboard) -> dict:
+def leaderboard_tables(board: Leaderboard) -> dict:
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in board.ratings:
         groups.setdefault((row["source"], row["axis"]), []).append(row)
@@ -525,7 +532,7 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
         report.series_removed.append(series)
     board = None
     if inputs.leaderboard is not None:
-        board = _leaderboard_tables(inputs.leaderboard)
+        board = leaderboard_tables(inputs.leaderboard)
         if inputs.leaderboard.chart is not None:
             report.pages_written += write_if_changed(out / LEADERBOARD_CHART, inputs.leaderboard.chart.read_bytes(),
                                                      durable=False)

@@ -315,11 +315,13 @@ def finding_context(member: bytes | None, finding: dict, hostname: str | None, u
     kind = next((k for k in compiled_kinds(hostname, username) if k.name == finding["kind"]), None)
     if member is None or kind is None:
         return {"line": None, "before": "", "after": ""}
-    for number, line in enumerate(member.splitlines(), start=1):
-        for match in kind.regex.finditer(line):
-            start, end = match.span(kind.group)
-            if value_sha256(line[start:end]) == finding["value_sha256"]:
-                before = line[max(0, start - WINDOW - MASK_MARGIN):start].decode("utf-8", "replace")
-                after = line[end:end + WINDOW + MASK_MARGIN].decode("utf-8", "replace")
-                return {"line": number, "before": mask(before)[-WINDOW:], "after": mask(after)[:WINDOW]}
+    for match in kind.regex.finditer(member):
+        start, end = match.span(kind.group)
+        if value_sha256(member[start:end]) == finding["value_sha256"]:
+            line_start = member.rfind(b"\n", 0, start) + 1
+            line_end = len(member) if (cut := member.find(b"\n", end)) < 0 else cut
+            before = member[max(line_start, start - WINDOW - MASK_MARGIN):start].decode("utf-8", "replace")
+            after = member[end:min(line_end, end + WINDOW + MASK_MARGIN)].decode("utf-8", "replace")
+            return {"line": member.count(b"\n", 0, start) + 1, "before": mask(before)[-WINDOW:],
+                    "after": mask(after)[:WINDOW]}
     return {"line": None, "before": "", "after": ""}

@@ -22,6 +22,7 @@ from vae_pipeline.domain.review_transcript import (
     judge_answer,
     paged,
     read_archive,
+    split_threads,
     transcript,
 )
 from vae_pipeline.domain.rubric import load_rubric
@@ -131,5 +132,20 @@ def test_pages_keep_rows_whole_and_bounded():
     pages = paged(rows, items=150, chars=100_000)
     assert [r for p in pages for r in p] == rows
     texts = [sum(len(r["parts"][0]["text"]) for r in p) for p in pages]
-    assert all(90_000 <= t <= 100_000 for t in texts[:-1]) and texts[-1] <= 100_000  # the budget, not the count
+    assert all(30_000 <= t <= 100_000 for t in texts[:-1]) and texts[-1] <= 100_000  # the budget, not the count
+    assert all(len(p) < 100 for p in pages)
+    markup = [{"kind": "user", "line": 0, "parts": [{"type": "text", "text": "<home>&" * 100}]}] * 100
+    assert len(paged(markup, items=150, chars=100_000)) > len(paged(rows[:100], items=150, chars=100_000))
     assert [len(p) for p in paged(rows[:400], items=150, chars=10**9)] == [150, 150, 100]
+
+
+def test_a_long_subagent_thread_gets_pages_of_its_own(tmp_path):
+    data, plan = long_messages(24, HOME, "nothing")
+    archive, _, _ = staged(tmp_path, data)
+    shown = transcript(read_archive(archive, set()).messages, INPUTS.masked)
+    assert split_threads(shown.rows) == []  # three calls stay under their Task call
+    (thread,) = split_threads(shown.rows, inline=1_000)
+    task = next(c for c in each_call(shown.rows) if c["id"] == SUBAGENT_CALL)
+    assert task["thread"] is None and task["thread_of"] == 1 and task["thread_rows"] == len(thread)
+    assert [c["id"] for c in each_call(thread)] == plan.subagent_calls
+    assert [c["id"] for c in each_call(shown.rows)] == plan.main_calls

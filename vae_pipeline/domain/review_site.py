@@ -36,6 +36,7 @@ from vae_pipeline.domain.review_transcript import (
     judge_answer,
     paged,
     read_archive,
+    split_threads,
     transcript,
 )
 from vae_pipeline.domain.rubric import Rubric
@@ -144,6 +145,11 @@ def page_name(episode_id: str) -> str:
 def transcript_page(episode_id: str, number: int) -> str:
     """An episode's transcript page, in the folder named after it next to its page."""
     return f"{page_stem(episode_id)}/transcript-{number}.html"
+
+
+def thread_page(thread: int, number: int) -> str:
+    """A page of a subagent thread too long to show under its call, next to the transcript's."""
+    return f"agent-{thread}-{number}.html"
 
 
 def invalid_page(episode_id: str) -> str:
@@ -453,22 +459,32 @@ def _render_transcript(env: jinja2.Environment, folder: Path, episode: dict, rev
     """An episode's transcript pages and the images they show, in the folder named after it;
     what its page says of them."""
     conversation = review["transcript"]
+    total_calls = sum(1 for _ in each_call(conversation.rows))
+    threads = split_threads(conversation.rows)
     pages = paged(conversation.rows)
     hrefs = [transcript_page(episode["id"], n) for n in range(1, len(pages) + 1)]
+    own = folder / page_stem(episode["id"])
+    names = [h.split("/")[-1] for h in hrefs]
     written = 0
     for number, rows in enumerate(pages, start=1):
-        written += _render(env, "transcript.html", folder / hrefs[number - 1], episode=episode, rows=rows,
-                           number=number, pages=[h.split("/")[-1] for h in hrefs], site="../../..")
-    own = folder / page_stem(episode["id"])
+        written += _render(env, "transcript.html", own / names[number - 1], episode=episode, rows=rows,
+                           number=number, pages=names, thread=None, site="../../..")
+    for thread, rows in enumerate(threads, start=1):
+        thread_pages = paged(rows)
+        thread_names = [thread_page(thread, n) for n in range(1, len(thread_pages) + 1)]
+        for number, page_rows in enumerate(thread_pages, start=1):
+            written += _render(env, "transcript.html", own / thread_names[number - 1], episode=episode,
+                               rows=page_rows, number=number, pages=thread_names, thread=thread, site="../../..")
+        names += thread_names
     for path, data in review["images"].items():
         written += write_if_changed(own / path, data, durable=False)
-    keep = {own / h.split("/")[-1] for h in hrefs} | {own / path for path in review["images"]}
+    keep = {own / name for name in names} | {own / path for path in review["images"]}
     for stale in [p for p in own.rglob("*") if p.is_file() and p not in keep]:
         stale.unlink()
     summary = {"pages": [{"href": href, "first_line": rows[0]["line"] if rows else None, "rows": len(rows)}
                          for href, rows in zip(hrefs, pages, strict=True)],
-               "lines": conversation.lines, "rows": len(conversation.rows),
-               "tool_calls": sum(1 for _ in each_call(conversation.rows))}
+               "lines": conversation.lines, "rows": len(conversation.rows), "tool_calls": total_calls,
+               "threads": len(threads)}
     return written, summary
 
 

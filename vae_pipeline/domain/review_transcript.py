@@ -30,7 +30,9 @@ JUDGE = "judge.json"
 TEXT_LIMIT = 20_000  # characters of one text shown; the rest is named by its size
 OPEN_LIMIT = 1_500  # a tool result longer than this starts collapsed
 PAGE_ITEMS = 150  # main-agent rows per transcript page
-PAGE_CHARS = 800_000  # characters of text per page before the next one starts (HTML stays < 2 MB)
+PAGE_CHARS = 1_000_000  # bytes of HTML a page's rows come to, about, before the next page starts
+THREAD_INLINE = 300_000  # a subagent thread heavier than this gets pages of its own
+ROW_MARKUP = 600  # bytes of markup a row or block adds around its texts
 WINDOW = 80  # characters shown either side of a finding's value
 MASK_MARGIN = 512  # masked beyond a cut: no finding value is longer
 
@@ -158,7 +160,7 @@ class _Conversation:
                 call = {"type": "tool_use", "id": self.mask(str(block.get("id", ""))),
                         "name": self.mask(str(block.get("name", ""))),
                         "input": clipped(_json_text(block.get("input")), self.mask), "result": None,
-                        "thread": None, "line": number}
+                        "thread": None, "thread_of": None, "line": number}
                 row["blocks"].append(call)
                 self.calls[str(block.get("id", ""))] = call
                 self.tool_calls += 1
@@ -249,12 +251,27 @@ def transcript(messages: bytes, mask: Mask) -> Transcript:
 
 
 def _weight(value: object) -> int:
-    """Characters a row puts on a page (texts, nested threads included)."""
+    """About the bytes of HTML a row comes to (nested threads included): its texts as escaped,
+    each `<` possibly a highlighted placeholder, and the markup around each row and block."""
     if isinstance(value, dict):
-        return sum(_weight(v) for v in value.values())
+        return ROW_MARKUP + sum(_weight(v) for v in value.values())
     if isinstance(value, list):
         return sum(_weight(v) for v in value)
-    return len(value) if isinstance(value, str) else 0
+    if isinstance(value, str):
+        return len(value) + 36 * value.count("<") + 4 * sum(value.count(c) for c in ">&\"'")
+    return 0
+
+
+def split_threads(rows: list[dict], inline: int = THREAD_INLINE) -> list[list[dict]]:
+    """Every subagent thread heavier than `inline`, taken out of its call (which keeps `thread_of`,
+    the thread's number) to be paged on its own; the threads, numbered from 1, deepest first."""
+    threads: list[list[dict]] = []
+    for call in list(each_call(rows)):
+        if call["thread"] and _weight(call["thread"]) > inline:
+            threads += split_threads(call["thread"], inline)
+            threads.append(call["thread"])
+            call["thread_of"], call["thread_rows"], call["thread"] = len(threads), len(call["thread"]), None
+    return threads
 
 
 def paged(rows: list[dict], items: int = PAGE_ITEMS, chars: int = PAGE_CHARS) -> list[list[dict]]:

@@ -327,6 +327,12 @@ def test_search_finds_episodes_by_a_failed_gate(site, sample_runs, page):
     page.fill("#search-query", gate)
     shown = set(page.eval_on_selector_all("#search-results tbody tr:not([hidden])", "rs => rs.map(r => r.dataset.episode)"))
     assert shown == {p.episode_id for p in judged if gate in p.host["host_gates_failed"]}
+    page.fill("#search-query", "")
+    page.click("#search-results th:text-is('episode')")
+    page.click("#search-results th:text-is('episode')")  # a second click sorts the other way
+    order = page.eval_on_selector_all("#search-results tbody tr", "rs => rs.map(r => r.dataset.episode)")
+    assert order == sorted((p.episode_id for p in sample_runs.episodes), key=str.lower, reverse=True)
+    page.fill("#search-query", gate)
     first = page.locator("#search-results tbody tr:not([hidden]) a").first
     first.click()
     page.wait_for_load_state("load")

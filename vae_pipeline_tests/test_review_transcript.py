@@ -15,7 +15,7 @@ from pathlib import Path
 
 import zstandard
 
-from vae_pipeline.domain.review_site import SiteInputs, marked
+from vae_pipeline.domain.review_site import SiteInputs, archive_review, marked
 from vae_pipeline.domain.review_transcript import (
     each_call,
     finding_context,
@@ -149,3 +149,13 @@ def test_a_long_subagent_thread_gets_pages_of_its_own(tmp_path):
     assert task["thread"] is None and task["thread_of"] == 1 and task["thread_rows"] == len(thread)
     assert [c["id"] for c in each_call(thread)] == plan.subagent_calls
     assert [c["id"] for c in each_call(shown.rows)] == plan.main_calls
+
+
+def test_a_truncated_archive_is_named_on_its_page_and_stops_nothing(tmp_path):
+    data, _ = long_messages(24, HOME, "nothing")
+    archive, _, _ = staged(tmp_path, data)
+    archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    review = archive_review({"staged_archive": archive.name, "bundle_parts": None}, INPUTS, tmp_path)
+    assert list(review) == ["error"] and "\n" not in review["error"]
+    assert review["error"].startswith("the staged archive cannot be read (e.tar.zst: ")
+    assert review["error"].endswith("): run `vae build` again")

@@ -34,6 +34,7 @@ from vae_pipeline.domain.review_transcript import (
     each_call,
     finding_context,
     judge_answer,
+    UnreadableArchive,
     paged,
     read_archive,
     split_threads,
@@ -414,7 +415,10 @@ def archive_review(row: dict, inputs: SiteInputs, home: Path) -> dict | None:
     if not row.get("staged_archive") or not (home / row["staged_archive"]).is_file():
         return None
     findings = json.loads(row["bundle_parts"])["scrub"]["findings"] if row.get("bundle_parts") else []
-    view = read_archive(home / row["staged_archive"], {f["file"] for f in findings})
+    try:
+        view = read_archive(home / row["staged_archive"], {f["file"] for f in findings})
+    except UnreadableArchive as exc:
+        return {"error": f"the staged archive cannot be read ({exc}): run `vae build` again"}
     conversation = transcript(view.messages or b"", inputs.masked)
     shown = []
     for finding in findings:
@@ -495,8 +499,10 @@ def _render_series(env: jinja2.Environment, page: dict, rows: list[dict], inputs
     by_id = {r["id"]: r for r in rows}
     for episode in page["episodes"]:
         review = archive_review(by_id[episode["id"]], inputs, home)
-        episode["archive"], episode["transcript"] = None, None
-        if review is not None:
+        episode["archive"], episode["transcript"], episode["archive_error"] = None, None, None
+        if review is not None and "error" in review:
+            episode["archive_error"] = review["error"]
+        elif review is not None:
             pages, episode["transcript"] = _render_transcript(env, folder, episode, review)
             written += pages
             episode["archive"] = {"judge": review["judge"], "findings": review["findings"]}

@@ -50,8 +50,19 @@ class ArchiveView:
     images: dict[str, bytes] = field(default_factory=dict)
 
 
+class UnreadableArchive(Exception):
+    """The staged archive cannot be read back (a page says so; the other episodes go on)."""
+
+
 def read_archive(path: Path, finding_files: set[str]) -> ArchiveView:
     """One pass over the tar stream, stopping after the last member wanted (members are sorted)."""
+    try:
+        return _read_archive(path, finding_files)
+    except (OSError, EOFError, tarfile.TarError, zstandard.ZstdError) as exc:
+        raise UnreadableArchive(f"{path.name}: {type(exc).__name__}") from None
+
+
+def _read_archive(path: Path, finding_files: set[str]) -> ArchiveView:
     wanted = {MESSAGES, JUDGE, *finding_files}
     last = max(wanted)
     view = ArchiveView()
@@ -89,7 +100,10 @@ def clipped(text: str, mask: Mask, limit: int = TEXT_LIMIT) -> dict:
 
 
 def _json_text(value: object) -> str:
-    return json.dumps(value, indent=1, ensure_ascii=False)
+    try:
+        return json.dumps(value, indent=1, ensure_ascii=False)
+    except RecursionError:
+        return "(nested too deep to show)"
 
 
 class _Conversation:
@@ -109,7 +123,7 @@ class _Conversation:
     def add(self, number: int, line: bytes) -> None:
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             self.rows(None).append({"kind": "unparsed", "line": number, "body": clipped(
                 line.decode("utf-8", "replace"), self.mask, 2_000)})
             return

@@ -266,14 +266,12 @@ def transcript(messages: bytes, mask: Mask) -> Transcript:
 
 def _weight(value: object) -> int:
     """About the bytes of HTML a row comes to (nested threads included): its texts as escaped,
-    each `<` possibly a highlighted placeholder, and the markup around each row and block."""
-    if isinstance(value, dict):
-        return ROW_MARKUP + sum(_weight(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_weight(v) for v in value)
-    if isinstance(value, str):
-        return len(value) + 36 * value.count("<") + 4 * sum(value.count(c) for c in ">&\"'")
-    return 0
+    each `<` possibly a highlighted placeholder, and the markup around each row and block —
+    counted on its JSON text, which C code writes and scans far faster than a walk in Python."""
+    text = json.dumps(value, ensure_ascii=False)
+    marks = text.count('"kind": ') + text.count('"type": ')
+    return len(text) + 36 * text.count("<") + 4 * (text.count("&") + text.count(">") + text.count("'")) \
+        + ROW_MARKUP * marks
 
 
 def split_threads(rows: list[dict], inline: int = THREAD_INLINE) -> list[list[dict]]:

@@ -33,6 +33,7 @@ from vae_pipeline.domain.rows import publishable
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta
 
 TABLE = {"episode_table": dg.AssetIn("episode_table")}
+ITEMS = "items"  # what a check names, one {series, id, text} each: the review site links them
 
 
 def _listing(problems: list[str], limit: int = 25) -> str:
@@ -48,29 +49,33 @@ def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) 
         ~pl.col("valid") & (pl.col("series_status") == "completed")
         & ~pl.col("id").is_in(sorted(withheld_episodes)) & ~pl.col("series").is_in(sorted(withheld_series))
     ) if episode_table.height else episode_table
-    problems = [f"{r['series']}/{r['id']}: {r['error_file']}" + (f":{r['error_line']}" if r["error_line"] is not None else "")
-                + f" {r['error_reason']}" for r in blocking.iter_rows(named=True)]
+    items = [{"series": r["series"], "id": r["id"],
+              "text": f"{r['error_file']}" + (f":{r['error_line']}" if r["error_line"] is not None else "")
+              + f" {r['error_reason']}"} for r in blocking.iter_rows(named=True)]
+    problems = [f"{i['series']}/{i['id']}: {i['text']}" for i in items]
     return dg.AssetCheckResult(
         passed=not problems,
         description="every episode of the published series is valid" if not problems else
         f"{len(problems)} invalid episode(s) in completed series: {_listing(problems)}. Fix the input, or list the "
         f"episode or series with a reason in meta/{WITHHELD} to leave it out.",
         metadata={"invalid": len(problems),
-                  "episodes": markdown_table(blocking, ("series", "id", "error_file", "error_line", "error_reason"))})
+                  "episodes": markdown_table(blocking, ("series", "id", "error_file", "error_line", "error_reason")),
+                  ITEMS: dg.MetadataValue.json(items)})
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
                 description="No unreviewed scrub finding (e-mail, IP, leftover credential) in a published file")
 def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    findings = [f"{r['id']}: {f['file']}:{f['line']} {f['kind']}"
-                for r in published_rows(dataset_folder, episode_table) for f in r["findings"] or [] if not f["allowed"]]
+    items = [{"series": r["series"], "id": r["id"], "text": f"{f['file']}:{f['line']} {f['kind']}"}
+             for r in published_rows(dataset_folder, episode_table) for f in r["findings"] or [] if not f["allowed"]]
+    findings = [f"{i['id']}: {i['text']}" for i in items]
     return dg.AssetCheckResult(
         passed=not findings,
         description="no unreviewed finding" if not findings else
         f"{len(findings)} finding(s): {_listing(findings)}. Fix the input, list a reviewed finding in "
         "meta/scrub-allow.jsonl (file, kind and value_sha256 from the manifest's scrub.findings), or withhold "
         f"the episode in meta/{WITHHELD}.",
-        metadata={"findings": len(findings)})
+        metadata={"findings": len(findings), ITEMS: dg.MetadataValue.json(items)})
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,

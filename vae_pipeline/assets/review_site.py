@@ -11,9 +11,13 @@ import polars as pl
 from vae_pipeline.assets.dataset import WITHHELD
 from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
-from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS
+from vae_pipeline.assets.publish_checks import ITEMS, PUBLISH_CHECKS
 from vae_pipeline.assets.scrub_settings import scrub_config
-from vae_pipeline.domain.dataset_files import AGREEMENT_PARQUET, LEADERBOARD_CHART, LEADERBOARD_PARQUET
+from vae_pipeline.domain.dataset_files import (
+    AGREEMENT_PARQUET,
+    LEADERBOARD_CHART,
+    LEADERBOARD_PARQUET,
+)
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.review_site import (
@@ -26,7 +30,12 @@ from vae_pipeline.domain.review_site import (
 )
 from vae_pipeline.domain.rows import load_withheld
 from vae_pipeline.domain.rubric import load_rubric
-from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, ScrubSettings, Warehouse
+from vae_pipeline.storage.resources import (
+    DatasetFolder,
+    ProjectMeta,
+    ScrubSettings,
+    Warehouse,
+)
 from vae_pipeline.storage.versions import content_version, record_metadata
 
 LEADERBOARD_FILES = (LEADERBOARD_CHART, LEADERBOARD_PARQUET, AGREEMENT_PARQUET)
@@ -49,9 +58,11 @@ def latest_checks(instance: dg.DagsterInstance) -> list[CheckResult]:
         for spec in check.check_specs:
             record = instance.get_latest_asset_check_evaluation_record(spec.key)
             evaluation = record.evaluation if record else None
+            items = evaluation.metadata.get(ITEMS) if evaluation else None
             results.append(CheckResult(spec.name, spec.description or "",
                                        evaluation.passed if evaluation else None,
-                                       evaluation.description if evaluation else None))
+                                       evaluation.description if evaluation else None,
+                                       items.value if isinstance(items, dg.JsonMetadataValue) else []))
     return results
 
 

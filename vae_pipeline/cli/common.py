@@ -61,10 +61,10 @@ def run_error(result: dg.ExecuteInProcessResult) -> str:
     return "run failed"
 
 
-def episode_table_rows(warehouse, query: str) -> list[tuple]:
+def episode_table_rows(warehouse, query: str, parameters: tuple = ()) -> list[tuple]:
     """The rows `query` selects from the warehouse's episode_table (none before the first build)."""
     if not warehouse.database.exists():
         return []
     with warehouse.connect() as con:
         tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        return con.execute(query).fetchall() if "episode_table" in tables else []
+        return con.execute(query, list(parameters)).fetchall() if "episode_table" in tables else []

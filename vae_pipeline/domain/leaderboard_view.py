@@ -24,20 +24,19 @@ from vae_pipeline.domain.rubric import AXES as SCORE_AXES  # noqa: E402
 AXES_OF = {"scores": (*SCORE_AXES, OVERALL), "pairwise": (*PAIRWISE_AXES, OVERALL)}
 
 
-def _rank(rank: int | None, shared: bool) -> str:
-    if rank is None:
-        return "–"
-    return f"={rank}" if shared else str(rank)
+def shown_ranks(rows: Sequence[dict]) -> list[str]:
+    """Each row's rank as people read it: a rank two rows share reads `=2`, no rank `–`."""
+    ranks = [row["rank"] for row in rows]
+    return ["–" if rank is None else f"={rank}" if ranks.count(rank) > 1 else str(rank) for rank in ranks]
 
 
 def axis_table(rows: Sequence[dict]) -> str:
     """rank, model, rating (integer), interval `lo–hi`, battles; a shared rank reads `=2`."""
-    ranks = [row["rank"] for row in rows]
     lines = ["| rank | model | rating | interval | battles |", "|---|---|---|---|---|"]
-    for row in rows:
+    for row, rank in zip(rows, shown_ranks(rows), strict=True):
         rating = "–" if row["rating"] is None else f"{row['rating']:.0f}"
         interval = "–" if row["lo"] is None else f"{row['lo']:.0f}–{row['hi']:.0f}"
-        lines.append(f"| {_rank(row['rank'], ranks.count(row['rank']) > 1)} | {row['model']} | {rating} | "
+        lines.append(f"| {rank} | {row['model']} | {rating} | "
                      f"{interval} | {row['battles']:,} |")
     notes = sorted({row["note"] for row in rows if row["note"]})
     return "\n".join(lines + ([""] + [f"_{note}_" for note in notes] if notes else []))
@@ -45,11 +44,10 @@ def axis_table(rows: Sequence[dict]) -> str:
 
 def text_table(rows: Sequence[dict]) -> str:
     """The same columns as `axis_table`, aligned for a terminal."""
-    ranks = [row["rank"] for row in rows]
     cells = [("rank", "model", "rating", "interval", "battles")] + [(
-        _rank(row["rank"], ranks.count(row["rank"]) > 1), row["model"],
-        "–" if row["rating"] is None else f"{row['rating']:.0f}",
-        "–" if row["lo"] is None else f"{row['lo']:.0f}–{row['hi']:.0f}", f"{row['battles']:,}") for row in rows]
+        rank, row["model"], "–" if row["rating"] is None else f"{row['rating']:.0f}",
+        "–" if row["lo"] is None else f"{row['lo']:.0f}–{row['hi']:.0f}", f"{row['battles']:,}")
+        for row, rank in zip(rows, shown_ranks(rows), strict=True)]
     widths = [max(len(line[i]) for line in cells) for i in range(5)]
     lines = ["  ".join(c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
              for line in cells]

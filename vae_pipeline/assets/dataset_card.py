@@ -13,7 +13,7 @@ from vae_pipeline.storage.resources import DatasetFolder
 from vae_pipeline.storage.versions import content_version, record_metadata
 
 
-# entrants and the comparisons: the leaderboard's blocking checks on this asset read them
+# entrants and the comparisons: the leaderboard's publish checks on this asset read them
 @dg.asset(code_version="dataset_card-1", group_name="dataset", kinds={"markdown"},
           deps=[entrants, pairwise_judgments, human_votes])
 def dataset_card(context: dg.AssetExecutionContext, dataset_folder: DatasetFolder,

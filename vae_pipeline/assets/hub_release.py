@@ -1,8 +1,10 @@
 """`hub_release`: the dataset folder on the Hugging Face Hub, published in one commit.
 
-It runs in the `publish` job together with the blocking checks, so a failing check stops it in
-the same run; and because a blocking check only stops its own run, it also reads the latest
-result of every blocking check itself and refuses on any failure.
+The publish checks are not blocking (a failure fails no run, see publish_checks): the release
+itself refuses. It runs in the `publish` job after the checks (lowest step priority, in-process)
+and publishes only if every check was evaluated in the same run, against the files it is about
+to send, and passed; launched any other way (the asset graph's *Materialize* of hub_release
+alone) it refuses and says to launch the `publish` job.
 """
 
 from collections.abc import Iterable
@@ -14,7 +16,7 @@ from vae_pipeline.assets.dataset import dataset_rows, read_withheld
 from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.meta import dataset_meta, published_meta_files, rubric_file
-from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS
+from vae_pipeline.assets.publish_checks import AFTER_THE_CHECKS, PUBLISH_CHECKS
 from vae_pipeline.domain.dataset_files import DatasetFolderError, produced_files
 from vae_pipeline.domain.publish import (
     PublishError,
@@ -33,16 +35,19 @@ class PublishConfig(dg.Config):
     message: str = "Refresh the dataset"
 
 
-def failing_blocking_checks(instance: dg.DagsterInstance) -> list[str]:
-    """Every blocking check whose latest result is a failure, or that never ran."""
+def failing_publish_checks(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """Every publish check whose latest evaluation failed, is missing, or is not from `run_id`."""
     reasons = []
     for key in sorted((key for check in PUBLISH_CHECKS for key in check.check_keys),
                       key=lambda k: (k.asset_key.to_user_string(), k.name)):
         record = instance.get_latest_asset_check_evaluation_record(key)
         evaluation = record.evaluation if record else None
         name = f"{key.asset_key.to_user_string()}.{key.name}"
-        if getattr(evaluation, "passed", None) is None:
-            reasons.append(f"{name}: has not run; run `vae build`")
+        if record is None or record.run_id != run_id:
+            reasons.append(f"{name}: not evaluated in this run; launch the `publish` job (or `vae publish`), "
+                           "which runs every publish check before the release")
+        elif getattr(evaluation, "passed", None) is None:
+            reasons.append(f"{name}: did not finish in this run (see the run's logs)")
         elif not evaluation.passed:
             reasons.append(f"{name}: {evaluation.description}")
     return reasons
@@ -79,7 +84,7 @@ def refusal_text(reasons: list[str], not_published: list[str]) -> str:
 
 
 @dg.asset(deps=[dataset_rows, dataset_episodes, dataset_card, dataset_meta], group_name="publish",
-          kinds={"huggingface"})
+          kinds={"huggingface"}, op_tags=AFTER_THE_CHECKS)
 def hub_release(context: dg.AssetExecutionContext, config: PublishConfig, hub_repo: HubRepo,
                 dataset_folder: DatasetFolder, project_meta: ProjectMeta, runs_root: RunsRoot,
                 episode_table: pl.DataFrame) -> dg.MaterializeResult:
@@ -87,7 +92,7 @@ def hub_release(context: dg.AssetExecutionContext, config: PublishConfig, hub_re
     if not hub_repo.repo_id:
         raise dg.Failure(description="no dataset repository: set VAE_HUB_REPO (ORG/NAME) or use vae publish --repo")
     not_published = left_out(project_meta, series_statuses(episode_table), runs_root)
-    reasons = failing_blocking_checks(context.instance)
+    reasons = failing_publish_checks(context.instance, context.run_id)
     if reasons:
         raise dg.Failure(description=refusal_text(reasons, not_published),
                          metadata={"reasons": dg.MetadataValue.json(reasons),

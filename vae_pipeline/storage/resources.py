@@ -96,10 +96,14 @@ class Warehouse(dg.ConfigurableResource):
         """A connection to the warehouse. DuckDB lets one process write at a time, and two series'
         runs may write labels at once (the UI runs two runs together): wait for the other."""
         self.root.mkdir(parents=True, exist_ok=True)
+        search_path = self.root.resolve().as_posix().replace("'", "''")
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                return duckdb.connect(str(self.database))
+                con = duckdb.connect(str(self.database))
+                # the views name files relative to VAE_HOME, so a moved or copied home reads its own
+                con.execute(f"SET file_search_path = '{search_path}'")
+                return con
             except duckdb.IOException:
                 if time.monotonic() > deadline:
                     raise

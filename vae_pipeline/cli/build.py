@@ -47,6 +47,7 @@ def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
         check_meta_folder(project_meta)
     except dg.Failure as exc:
         raise CliError(exc.description) from None
+    resources["warehouse"].record_build(runs_root.root, Path(env["VAE_DATASET_DIR"]))
     instance = dg.DagsterInstance.get()
     ensure_pool_limits(instance)
     changes = sync_series(instance, runs_root)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from vae_pipeline.domain.episode_files import (
     episode_members,
     read_episode_files,
 )
+from vae_pipeline.domain.files import write_if_changed
 from vae_pipeline.domain.series import EpisodeEntry
 
 
@@ -108,6 +110,25 @@ class Warehouse(dg.ConfigurableResource):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
+
+    @property
+    def built_from(self) -> Path:
+        return self.root / "built_from.json"
+
+    def record_build(self, runs_root: Path, dataset: Path) -> None:
+        """Which runs root the dataset folder is built from, for `vae publish` to name the folders
+        it leaves out when it is not told `--runs`."""
+        record = {"runs_root": runs_root.resolve().as_posix(), "dataset": dataset.resolve().as_posix()}
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_if_changed(self.built_from, (json.dumps(record, sort_keys=True) + "\n").encode())
+
+    def runs_root_of(self, dataset: Path) -> str | None:
+        """The runs root `dataset` was last built from here, or None (another dataset, or never)."""
+        try:
+            record = json.loads(self.built_from.read_text())
+        except (OSError, ValueError):
+            return None
+        return record.get("runs_root") if record.get("dataset") == dataset.resolve().as_posix() else None
 
     def scratch(self) -> Path:
         path = self.root / "scratch"

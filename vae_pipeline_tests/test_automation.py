@@ -77,6 +77,14 @@ def test_nightly_schedule_requests_only_what_is_stale(sample_runs, pipeline_env,
         "human_votes", "judge_agreement", "labels", "leaderboard", "pairwise_judgments", "renders", "review_site",
         "verdicts"])]
     assert "2026-11-01-s9" in instance.get_dynamic_partitions(SERIES)
+    # issue 19: the run the schedule requests ends green although a publish check it runs fails
+    # (the sample's bad episodes): the checks refuse the release, not the refresh
+    (request,) = requests
+    result = defs.resolve_job_def("refresh").execute_in_process(
+        instance=instance, partition_key=request.partition_key, asset_selection=request.asset_selection,
+        tags=request.tags, raise_on_error=False)
+    evaluations = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert result.success and evaluations["no_invalid_episodes"] is False
 
 
 def test_followup_sensor_launches_the_next_stage(sample_runs, pipeline_env, tmp_path, monkeypatch):

@@ -1,10 +1,10 @@
 """`hub_release`: the dataset folder on the Hugging Face Hub, published in one commit.
 
 The publish checks are not blocking (a failure fails no run, see publish_checks): the release
-itself refuses. It runs in the `publish` job after the checks (lowest step priority, in-process)
-and publishes only if every check was evaluated in the same run, against the files it is about
-to send, and passed; launched any other way (the asset graph's *Materialize* of hub_release
-alone) it refuses and says to launch the `publish` job.
+itself refuses unless every check's latest result passed (see `failing_publish_checks`). In
+the `publish` job it runs after the checks (lowest step priority, in-process), so `vae publish`
+checks the files it is about to send. Swept into any other run (the asset graph's *Materialize
+all*), it attempts nothing and says so in the run's log, so that run still ends green.
 """
 
 from collections.abc import Iterable
@@ -29,6 +29,10 @@ from vae_pipeline.domain.series import discover_series
 from vae_pipeline.storage.resources import DatasetFolder, HubRepo, ProjectMeta, RunsRoot
 
 
+PUBLISH_JOB = "publish"  # the job that runs the publish checks, then the release
+NOT_ATTEMPTED = "not attempted"  # the mode of a hub_release materialized outside the publish job
+
+
 class PublishConfig(dg.Config):
     dry_run: bool = True  # plan only: print what would be sent, send nothing
     create_pr: bool = False  # open a pull request instead of committing to main
@@ -36,20 +40,28 @@ class PublishConfig(dg.Config):
 
 
 def failing_publish_checks(instance: dg.DagsterInstance, run_id: str) -> list[str]:
-    """Every publish check whose latest evaluation failed, is missing, or is not from `run_id`."""
+    """Every publish check that does not let the release go, and why.
+
+    A check that ran in this run (the `publish` job as `vae publish` and the sensors launch it)
+    must have passed in it. The UI launches the job's asset alone (its Launchpad sends no check),
+    so a check that did not run in it counts by its latest evaluation, which must have passed
+    and be newer than the latest materialization of the asset it checks (about the files as
+    they are now)."""
     reasons = []
     for key in sorted((key for check in PUBLISH_CHECKS for key in check.check_keys),
                       key=lambda k: (k.asset_key.to_user_string(), k.name)):
         record = instance.get_latest_asset_check_evaluation_record(key)
         evaluation = record.evaluation if record else None
         name = f"{key.asset_key.to_user_string()}.{key.name}"
-        if record is None or record.run_id != run_id:
-            reasons.append(f"{name}: not evaluated in this run; launch the `publish` job (or `vae publish`), "
-                           "which runs every publish check before the release")
-        elif getattr(evaluation, "passed", None) is None:
-            reasons.append(f"{name}: did not finish in this run (see the run's logs)")
+        materialized = instance.get_latest_materialization_event(key.asset_key)
+        if getattr(evaluation, "passed", None) is None:
+            reasons.append(f"{name}: has not run{' to the end in this run' if record and record.run_id == run_id else ''}"
+                           "; run `vae build` or `vae publish`")
         elif not evaluation.passed:
             reasons.append(f"{name}: {evaluation.description}")
+        elif record.run_id != run_id and materialized and record.event.timestamp < materialized.timestamp:
+            reasons.append(f"{name}: passed before {key.asset_key.to_user_string()} was last materialized; "
+                           "run `vae publish` (or materialize the asset with its checks) to check the current files")
     return reasons
 
 
@@ -88,7 +100,20 @@ def refusal_text(reasons: list[str], not_published: list[str]) -> str:
 def hub_release(context: dg.AssetExecutionContext, config: PublishConfig, hub_repo: HubRepo,
                 dataset_folder: DatasetFolder, project_meta: ProjectMeta, runs_root: RunsRoot,
                 episode_table: pl.DataFrame) -> dg.MaterializeResult:
-    """The dataset folder on the Hub: only files whose sha256 differs are sent, in one commit."""
+    """The dataset folder on the Hub: only files whose sha256 differs are sent, in one commit.
+    Only from the `publish` job; swept into another run (*Materialize all*), nothing is attempted
+    (recorded as mode "not attempted", like a dry run, so that run and its backfill end green)."""
+    if context.job_name != PUBLISH_JOB:
+        why = (f"not attempted in a `{context.job_name}` run: the release goes out only from the `{PUBLISH_JOB}` "
+               "job (or `vae publish`), which runs the publish checks first")
+        context.log.warning(f"hub_release: {why}")
+        return dg.MaterializeResult(metadata={"mode": NOT_ATTEMPTED, "why": why})
+    return release(context, config, hub_repo, dataset_folder, project_meta, runs_root, episode_table)
+
+
+def release(context: dg.AssetExecutionContext, config: PublishConfig, hub_repo: HubRepo, dataset_folder: DatasetFolder,
+            project_meta: ProjectMeta, runs_root: RunsRoot, episode_table: pl.DataFrame) -> dg.MaterializeResult:
+    """The release itself: refused unless every publish check passed in this run."""
     if not hub_repo.repo_id:
         raise dg.Failure(description="no dataset repository: set VAE_HUB_REPO (ORG/NAME) or use vae publish --repo")
     not_published = left_out(project_meta, series_statuses(episode_table), runs_root)

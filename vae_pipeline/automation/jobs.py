@@ -2,6 +2,8 @@
 
 import dagster as dg
 
+from vae_pipeline.assets.hub_release import PUBLISH_JOB
+
 # Any subset of the graph but the release: the planner picks the stale assets of a range of series
 # (or the unpartitioned ones) per run.
 refresh_job = dg.define_asset_job(
@@ -15,7 +17,7 @@ refresh_job = dg.define_asset_job(
 # check passed in this run. In-process whatever VAE_EXECUTOR says: the release must start after
 # the checks have finished (hub_release's step has the lowest priority), and these steps are short.
 publish_job = dg.define_asset_job(
-    "publish",
+    PUBLISH_JOB,
     selection=dg.AssetSelection.assets("hub_release")
     | dg.AssetSelection.checks_for_assets("dataset_episodes", "dataset_card"),
     executor_def=dg.in_process_executor,

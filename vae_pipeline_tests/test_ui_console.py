@@ -262,7 +262,7 @@ def test_publish_from_the_launchpad_is_refused_naming_the_failing_checks(console
                                                      "assetCheckSelection": []}
     assert "dry_run: true" in params["executionParams"]["runConfigData"]
 
-    run = wait_for_run(console, launched["run"]["runId"])
+    run = wait_for_run(console, launched["run"]["id"])
     assert run.status == dg.DagsterRunStatus.FAILURE
     failure = next(e.dagster_event.step_failure_data.user_failure_data.description
                    for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE))
@@ -273,15 +273,16 @@ def test_publish_from_the_launchpad_is_refused_naming_the_failing_checks(console
 
 
 def test_a_failed_checks_reasons_read_on_the_asset_page(console, ui, sample_runs):
-    """Catalog → dataset_episodes → Checks → no_invalid_episodes."""
+    """Catalog → dataset_episodes → Checks → no_invalid_episodes (its Latest execution)."""
     page = ui.page
     page.goto(f"{console['url']}/assets/dataset_episodes?view=checks")
-    page.get_by_role("link", name="no_invalid_episodes").first.click()
+    page.get_by_text("no_invalid_episodes", exact=True).first.click()
     text = page.locator("body")
     bad = sorted(p.episode_id for p in sample_runs.episodes
                  if p.bad is not None and sample_runs.series[p.series] == "completed")
     assert bad
     text.get_by_text("invalid episode(s) in completed series").first.wait_for()
     shown = text.inner_text()
+    assert "This is a non-blocking asset check" in shown and "No invalid episode in a published series" in shown
     assert "Fix the input, or list the episode or series with a reason in meta/withheld.jsonl" in shown
     assert [episode for episode in bad if episode not in shown] == []

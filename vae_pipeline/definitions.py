@@ -11,11 +11,7 @@ from vae_pipeline.assets import ASSETS, PUBLISH_CHECKS
 from vae_pipeline.assets.hub_release import hub_release
 from vae_pipeline.automation.jobs import publish_job, refresh_job, rehost_job
 from vae_pipeline.automation.schedules import nightly_refresh
-from vae_pipeline.automation.sensors import (
-    new_series_sensor,
-    refresh_after_check_failure_sensor,
-    refresh_followup_sensor,
-)
+from vae_pipeline.automation.sensors import new_series_sensor, refresh_followup_sensor
 from vae_pipeline.engines.executor import vae_executor
 from vae_pipeline.storage.io_manager import ParquetTableIOManager
 from vae_pipeline.storage.resources import (
@@ -59,7 +55,7 @@ defs = dg.Definitions(
     assets=[*ASSETS, hub_release],
     asset_checks=PUBLISH_CHECKS,
     jobs=[refresh_job, rehost_job, publish_job],
-    sensors=[new_series_sensor, refresh_followup_sensor, refresh_after_check_failure_sensor],
+    sensors=[new_series_sensor, refresh_followup_sensor],
     schedules=[nightly_refresh],
     # settings come from the environment when a run starts (EnvVar), never at import
     resources=build_resources(dg.EnvVar, dg.EnvVar.int),

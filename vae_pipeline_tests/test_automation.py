@@ -4,7 +4,6 @@ import json
 import shutil
 
 import dagster as dg
-import duckdb
 
 from vae_pipeline.assets.episodes import episodes
 from vae_pipeline.assets.meta import rubric
@@ -15,7 +14,7 @@ from vae_pipeline.cli.build import build
 from vae_pipeline.definitions import defs, resources_from_environ
 from vae_pipeline.engines.settings import apply_defaults
 from vae_pipeline.storage.partitions import SERIES
-from vae_pipeline.storage.resources import ProjectMeta
+from vae_pipeline.storage.resources import ProjectMeta, Warehouse
 from vae_pipeline.storage.versions import inputs_fingerprint
 from vae_pipeline_tests.conftest import copy_runs
 
@@ -78,6 +77,14 @@ def test_nightly_schedule_requests_only_what_is_stale(sample_runs, pipeline_env,
         "human_votes", "judge_agreement", "labels", "leaderboard", "pairwise_judgments", "renders", "review_site",
         "verdicts"])]
     assert "2026-11-01-s9" in instance.get_dynamic_partitions(SERIES)
+    # issue 19: the run the schedule requests ends green although a publish check it runs fails
+    # (the sample's bad episodes): the checks refuse the release, not the refresh
+    (request,) = requests
+    result = defs.resolve_job_def("refresh").execute_in_process(
+        instance=instance, partition_key=request.partition_key, asset_selection=request.asset_selection,
+        tags=request.tags, raise_on_error=False)
+    evaluations = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert result.success and evaluations["no_invalid_episodes"] is False
 
 
 def test_followup_sensor_launches_the_next_stage(sample_runs, pipeline_env, tmp_path, monkeypatch):
@@ -121,7 +128,7 @@ def test_rubric_switch_rehosts_labels_only(sample_runs, pipeline_env, tmp_path):
         else:
             assert (row["rehosted_at"], row["previous_final_label"]) == (before[episode_id]["rehosted_at"],
                                                                         before[episode_id]["previous_final_label"])
-    with duckdb.connect(str(pipeline_env["home"] / "vae_warehouse.duckdb"), read_only=True) as con:
+    with Warehouse(path=str(pipeline_env["home"])).connect() as con:
         history = con.execute("SELECT id, old_label, new_label, host_rubric_version FROM label_history").fetchall()
     published_history = {(i, o, n) for i, o, n, v in history if i in after}
     assert published_history == {(i, before[i]["label"], after[i]["label"]) for i in changed}

@@ -30,9 +30,14 @@ def test_definitions_hold_the_whole_graph():
     for job in ("refresh", "rehost", "publish"):
         assert defs.resolve_job_def(job).name == job
     assert defs.resolve_sensor_def("new_series_sensor") and defs.resolve_schedule_def("nightly_refresh")
-    blocking = {key.name for key in defs.resolve_asset_graph().asset_check_keys
-                if defs.resolve_asset_graph().get_check_spec(key).blocking}
-    assert blocking == {"no_invalid_episodes", "no_scrub_findings", "files_match_manifests",
-                        "delivered_videos_present", "rows_and_archives_agree", "jsonl_and_parquet_agree",
-                        "harness_committed", "benchmark_versioned", "one_actor_per_series",
-                        "ranked_series_published", "no_bad_comparisons"}
+    # issue 19: no check is blocking in Dagster's sense (a blocking check fails the run that did
+    # the work); the release refuses on the publish checks instead (test_publish_flow)
+    graph = defs.resolve_asset_graph()
+    assert [key.name for key in graph.asset_check_keys if graph.get_check_spec(key).blocking] == []
+    publish_checks = {key.name for key in defs.resolve_job_def("publish").asset_layer.asset_graph.asset_check_keys}
+    assert publish_checks >= {"no_invalid_episodes", "no_scrub_findings", "files_match_manifests",
+                              "delivered_videos_present", "rows_and_archives_agree", "jsonl_and_parquet_agree",
+                              "harness_committed", "benchmark_versioned", "one_actor_per_series",
+                              "ranked_series_published", "no_bad_comparisons"}
+    # issue 19 item 4: every check says what it checks in the UI
+    assert [key.name for key in graph.asset_check_keys if not graph.get_check_spec(key).description] == []

@@ -1,11 +1,12 @@
 """Label history: two processes labelling the same series at once never duplicate or lose a change."""
 
 import multiprocessing
+import shutil
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
+from vae_pipeline.assets.dataset import store_in_duckdb
 from vae_pipeline.assets.labels import LABELS_SCHEMA, label_history_view, record_labels
 from vae_pipeline.storage.resources import Warehouse
 
@@ -57,6 +58,29 @@ def test_two_processes_relabelling_the_same_series_record_each_change_once(tmp_p
     assert calls.value == 3
     assert sorted(p.name for p in (tmp_path / "label_state" / SERIES).iterdir()) == ["00000001.parquet",
                                                                                     "00000002.parquet"]
-    with duckdb.connect() as con:
+    with warehouse.connect() as con:
         history = con.execute(f"SELECT id, old_label, new_label FROM ({label_history_view(warehouse)}) ORDER BY id")
         assert history.fetchall() == [("a", "PASS", "PASS_WITH_NITS"), ("c", "PASS_WITH_NITS", "PASS")]
+
+
+def test_a_moved_or_copied_home_reads_its_own_label_history(tmp_path: Path):
+    """Issue 19 item 4: the `label_history` view names its files relative to VAE_HOME."""
+    first, moved, copied = tmp_path / "first", tmp_path / "moved", tmp_path / "copied"
+    warehouse = Warehouse(path=str(first))
+    record_labels(warehouse, SERIES, lambda previous: _labels({"a": "PASS"}, previous, "2026-11-30T00:00:00Z"),
+                  "2026-11-30T00:00:00Z")
+    record_labels(warehouse, SERIES, lambda previous: _labels({"a": "FAIL"}, previous, "2026-12-01T00:00:00Z"),
+                  "2026-12-01T00:00:00Z")
+    store_in_duckdb(warehouse, pl.DataFrame({"id": ["a"]}))
+    with warehouse.connect() as con:
+        (view,) = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'label_history'").fetchone()
+    assert str(tmp_path) not in view
+    shutil.move(first, moved)
+    shutil.copytree(moved, copied)
+    # a change recorded only in the copy
+    record_labels(Warehouse(path=str(copied)), SERIES,
+                  lambda previous: _labels({"a": "PASS"}, previous, "2026-12-02T00:00:00Z"), "2026-12-02T00:00:00Z")
+    for home, expected in ((moved, [("a", "PASS", "FAIL")]), (copied, [("a", "PASS", "FAIL"), ("a", "FAIL", "PASS")])):
+        with Warehouse(path=str(home)).connect() as con:
+            rows = con.execute("SELECT id, old_label, new_label FROM label_history ORDER BY changed_at").fetchall()
+        assert rows == expected, home

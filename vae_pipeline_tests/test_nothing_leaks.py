@@ -403,6 +403,8 @@ def duckdb_views(path: Path, where: str, scratch: Path) -> list[View]:
     views = []
     con = duckdb.connect(str(target))
     try:
+        # the views name files relative to VAE_HOME (the database's folder), as Warehouse.connect does
+        con.execute(f"SET file_search_path = '{path.parent.as_posix()}'")
         tables = con.execute("SELECT table_schema, table_name FROM information_schema.tables").fetchall()
         for schema, table in tables:
             rows = con.execute(f'SELECT * FROM "{schema}"."{table}"').fetchall()

@@ -1,15 +1,18 @@
-"""`vae publish` end to end: refused while a blocking check fails, then a dry run and one commit
+"""`vae publish` end to end: refused while a publish check fails, then a dry run and one commit
 to the Hub stand-in, through the real huggingface_hub client."""
 
 import json
 from pathlib import Path
 
+import dagster as dg
 import huggingface_hub.constants
 import polars as pl
 import pytest
 
 from vae_pipeline.cli import main
 from vae_pipeline.cli.build import build
+from vae_pipeline.cli.common import settings
+from vae_pipeline.definitions import defs
 from vae_pipeline_tests.conftest import copy_runs
 from vae_pipeline_tests.hub_standin import HubStandin
 
@@ -64,6 +67,10 @@ def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample
     assert [line.split(":")[0].strip() for line in left] == \
         [f"series {s}" for s in not_completed] + ["folder 2026-10-30-s9"], out
     assert "running, not completed" in out and "no readable series.json" in out
+    # issue 19 item 5: run as the README shows it, without --runs, it names the same (the runs
+    # root the dataset was built from, which `vae build` recorded)
+    code, out_without_runs = _publish(capsys, dataset)
+    assert code == 1 and out_without_runs[out_without_runs.index("left out:"):] == out[out.index("left out:"):]
     assert hub.routes() == [], "a refused publish must not talk to the Hub"
 
     # the operator's ways out: withhold the invalid episodes and the odd actor's, withhold the
@@ -120,3 +127,15 @@ def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample
     commits_before = len(hub.recorded("commit"))
     code, out = _publish(capsys, dataset, "--yes")
     assert code == 0 and len(hub.recorded("commit")) == commits_before
+
+    # every check passes now, yet the release swept into another run (the asset graph's
+    # Materialize) is not attempted: it goes out only from the publish job, after the checks
+    (dataset / "README.md").write_text((dataset / "README.md").read_text() + "\nan edit to send\n")
+    with settings(VAE_HUB_REPO=REPO):
+        alone = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=dg.DagsterInstance.get(), asset_selection=[dg.AssetKey("hub_release")],
+            run_config={"ops": {"hub_release": {"config": {"dry_run": False}}}})
+    modes = [e.step_materialization_data.materialization.metadata["mode"].value
+             for e in alone.get_asset_materialization_events()]
+    assert alone.success and modes == ["not attempted"]
+    assert len(hub.recorded("commit")) == commits_before

@@ -56,23 +56,53 @@ def test_a_build_over_every_series_is_one_run_and_a_rehost_too(sample_runs, pipe
     planted = plant_rubric_flips(sample_runs, runs)
     build(runs, pipeline_env["dataset"])
     instance = dg.DagsterInstance.get()
-    # every stage of every series and the roll-up after them: one run, each asset once per series —
-    # and one for the review site, which Dagster skips in that run because it is downstream of the
-    # blocking checks the sample's bad episodes fail
+    # every stage of every series and the roll-up after them: one run, each asset once per series,
+    # the review site included (issue 19: the publish checks the sample's bad episodes fail block
+    # nothing but the release) — and that run succeeded
     first_runs = instance.get_runs()  # newest first
-    assert len(first_runs) == 2 and set(first_runs[0].asset_selection) == {dg.AssetKey("review_site")}
+    assert len(first_runs) == 1 and dg.AssetKey("review_site") in first_runs[0].asset_selection
+    assert first_runs[0].status == dg.DagsterRunStatus.SUCCESS
     assert {id_: labels_rows(pipeline_env["home"])[id_]["label"] for id_ in planted} == \
         {id_: before for id_, (before, _) in planted.items()}
+    check_every_materialization_describes_the_whole_run(instance, sample_runs, pipeline_env["home"])
     summary = build(runs, pipeline_env["dataset"], rubric_version="1.0")
-    # the rehost: rubric, labels over every series and the roll-up once, in one run (and the review site)
-    rehost_runs = instance.get_runs()[:-2]
-    assert len(rehost_runs) == 2 and set(rehost_runs[0].asset_selection) == {dg.AssetKey("review_site")}
+    # the rehost: rubric, labels over every series, the roll-up and the review site once, in one run
+    rehost_runs = instance.get_runs()[:-1]
+    assert len(rehost_runs) == 1 and dg.AssetKey("review_site") in rehost_runs[0].asset_selection
+    assert rehost_runs[0].status == dg.DagsterRunStatus.SUCCESS
     assert sorted(summary["materialized"]["labels"]) == sorted(sample_runs.series)
     assert all(summary["materialized"][key] == [None] for key in ROLL_UP | {"rubric"})
     assert not (PARTITIONED - {"labels"}) & set(summary["materialized"])
     after = labels_rows(pipeline_env["home"])
     assert {id_: after[id_]["label"] for id_ in planted} == {id_: later for id_, (_, later) in planted.items()}
     assert {row["host_rubric_version"] for row in after.values()} == {"1.0"}
+
+
+def run_table(metadata: dict) -> dict[str, dict[str, str]]:
+    """The `series_in_this_run` Markdown table: series -> {column: cell}."""
+    lines = [line for line in metadata["series_in_this_run"].value.splitlines() if line.startswith("| ")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    rows = [dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")), strict=True)) for line in lines[1:]]
+    return {row["series"]: row for row in rows}
+
+
+def check_every_materialization_describes_the_whole_run(instance, sample_runs, home: Path) -> None:
+    """Issue 19 item 4: whichever series' materialization the asset page shows, it lists every
+    series the run covered with its counts."""
+    for key in PARTITIONED:
+        latest = instance.get_latest_materialization_event(dg.AssetKey(key))  # what the asset's page shows
+        assert sorted(run_table(latest.asset_materialization.metadata)) == sorted(sample_runs.series), key
+        for series in sample_runs.series:
+            (record,) = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=dg.AssetKey(key), asset_partitions=[series]), limit=1).records
+            assert sorted(run_table(record.asset_materialization.metadata)) == sorted(sample_runs.series), key
+    # the labels' counts: each series' episodes (its stored table's rows), split by label
+    table = run_table(instance.get_latest_materialization_event(dg.AssetKey("labels")).asset_materialization.metadata)
+    for series in sample_runs.series:
+        row = table[series]
+        assert int(row["episodes"]) == pl.read_parquet(home / "tables" / "labels" / f"{series}.parquet").height
+        assert int(row["episodes"]) == sum(int(v) for k, v in row.items()
+                                           if k not in ("series", "episodes", "labels_changed"))
 
 
 def test_the_roll_up_refuses_a_series_stage_that_is_missing_or_older_than_its_episodes(

@@ -145,21 +145,26 @@ def test_gate_report_shows_each_measurement_against_its_threshold():
                                        freeze_ranges=[[0.5, 2.0], [6.3, 8.0]]), True, BRIEF, RUBRIC))
     assert [g for g in report] == ["no_video", "duration", "aspect", "black", "freeze", "still", "loop_seam"]
     # 8 s asked, allowed ± max(1.0, 0.2 × 8) = 1.6 s: 9.7 s is 1.7 s off
-    assert report["duration"] == {"gate": "duration", "measured": 9.7, "threshold": "8 s ± 1.6 s", "failed": True}
+    assert report["duration"] == {"gate": "duration", "measured": 9.7, "threshold": "8 s ± 1.6 s", "failed": True,
+                                  "result": "failed"}
     assert report["black"]["measured"] == pytest.approx(1.2) and report["black"]["failed"]
     # [6.3, 8.0] lies inside the hold widened by 0.25 s; [0.5, 2.0] lasts 1.5 s < 2 s
     assert report["freeze"]["measured"] == pytest.approx(1.5) and not report["freeze"]["failed"]
     assert report["loop_seam"] == {"gate": "loop_seam", "measured": None, "threshold": "only for a looping brief",
-                                   "failed": False}
+                                   "failed": False, "result": "not measured"}
+    assert report["aspect"]["result"] == "passed"
     assert not report["no_video"]["failed"] and not report["aspect"]["failed"] and not report["still"]["failed"]
 
 
 def test_gate_report_without_a_video_fails_only_no_video():
     report = by_gate(gate_report(None, False, BRIEF, RUBRIC))
     assert report["no_video"] == {"gate": "no_video", "measured": "nothing delivered",
-                                  "threshold": "a decodable out.mp4", "failed": True}
+                                  "threshold": "a decodable out.mp4", "failed": True, "result": "failed"}
     assert not any(g["failed"] for name, g in report.items() if name != "no_video")
     assert report["duration"]["measured"] is None
+    # issue 19 item 4: without a video a gate is not measured, not passed
+    assert {name: g["result"] for name, g in report.items() if name != "no_video"} == dict.fromkeys(
+        ("duration", "aspect", "black", "freeze", "still", "loop_seam"), "not measured")
 
 
 def test_values_the_scrub_leaves_as_findings_are_masked_on_the_pages():

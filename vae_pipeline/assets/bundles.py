@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.assets.metadata import markdown_table
+from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.assets.scrub_settings import scrub_config, scrub_source
 from vae_pipeline.domain.bundle import build_bundle
 from vae_pipeline.domain.errors import BadInput, reading
@@ -77,7 +77,7 @@ def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
     frames, metadata = {}, {}
     for series in context.partition_keys:
         frames[series], metadata[series] = bundle_series(context, runs_root, warehouse, config, episodes[series])
-    return series_output(context, frames, metadata, dict.fromkeys(frames, source))
+    return series_output(context, frames, with_run_table(metadata), dict.fromkeys(frames, source))
 
 
 def bundle_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, warehouse: Warehouse,

@@ -13,7 +13,7 @@ from vae_pipeline.storage.resources import DatasetFolder
 from vae_pipeline.storage.versions import content_version, record_metadata
 
 
-# the comparisons: the leaderboard's blocking checks on this asset read them (and entrants)
+# the comparisons: the leaderboard's publish checks on this asset read them (and entrants)
 @dg.asset(code_version="dataset_card-2", group_name="dataset", kinds={"markdown"},
           deps=[pairwise_judgments, human_votes])
 def dataset_card(context: dg.AssetExecutionContext, dataset_folder: DatasetFolder,

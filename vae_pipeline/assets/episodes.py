@@ -3,7 +3,7 @@
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.assets.metadata import markdown_table
+from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.assets.scrub_settings import replacements_source, scrub_config
 from vae_pipeline.domain.episode import parse_episode
 from vae_pipeline.domain.errors import BadInput, reading, unforeseen
@@ -114,4 +114,4 @@ def episodes(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_met
             "warnings": int(frame["warnings"].list.len().sum() or 0),
             "preview": markdown_table(frame, PREVIEW),
         }
-    return series_output(context, frames, metadata, sources)
+    return series_output(context, frames, with_run_table(metadata), sources)

@@ -1,8 +1,10 @@
 """`hub_release`: the dataset folder on the Hugging Face Hub, published in one commit.
 
-It runs in the `publish` job together with the blocking checks, so a failing check stops it in
-the same run; and because a blocking check only stops its own run, it also reads the latest
-result of every blocking check itself and refuses on any failure.
+The publish checks are not blocking (a failure fails no run, see publish_checks): the release
+itself refuses unless every check's latest result passed (see `failing_publish_checks`). In
+the `publish` job it runs after the checks (lowest step priority, in-process), so `vae publish`
+checks the files it is about to send. Swept into any other run (the asset graph's *Materialize
+all*), it attempts nothing and says so in the run's log, so that run still ends green.
 """
 
 from collections.abc import Iterable
@@ -14,7 +16,7 @@ from vae_pipeline.assets.dataset import dataset_rows, read_withheld
 from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.meta import dataset_meta, published_meta_files, rubric_file
-from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS
+from vae_pipeline.assets.publish_checks import AFTER_THE_CHECKS, PUBLISH_CHECKS
 from vae_pipeline.domain.dataset_files import DatasetFolderError, produced_files
 from vae_pipeline.domain.publish import (
     PublishError,
@@ -27,24 +29,39 @@ from vae_pipeline.domain.series import discover_series
 from vae_pipeline.storage.resources import DatasetFolder, HubRepo, ProjectMeta, RunsRoot
 
 
+PUBLISH_JOB = "publish"  # the job that runs the publish checks, then the release
+NOT_ATTEMPTED = "not attempted"  # the mode of a hub_release materialized outside the publish job
+
+
 class PublishConfig(dg.Config):
     dry_run: bool = True  # plan only: print what would be sent, send nothing
     create_pr: bool = False  # open a pull request instead of committing to main
     message: str = "Refresh the dataset"
 
 
-def failing_blocking_checks(instance: dg.DagsterInstance) -> list[str]:
-    """Every blocking check whose latest result is a failure, or that never ran."""
+def failing_publish_checks(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """Every publish check that does not let the release go, and why.
+
+    A check that ran in this run (the `publish` job as `vae publish` and the sensors launch it)
+    must have passed in it. The UI launches the job's asset alone (its Launchpad sends no check),
+    so a check that did not run in it counts by its latest evaluation, which must have passed
+    and be newer than the latest materialization of the asset it checks (about the files as
+    they are now)."""
     reasons = []
     for key in sorted((key for check in PUBLISH_CHECKS for key in check.check_keys),
                       key=lambda k: (k.asset_key.to_user_string(), k.name)):
         record = instance.get_latest_asset_check_evaluation_record(key)
         evaluation = record.evaluation if record else None
         name = f"{key.asset_key.to_user_string()}.{key.name}"
+        materialized = instance.get_latest_materialization_event(key.asset_key)
         if getattr(evaluation, "passed", None) is None:
-            reasons.append(f"{name}: has not run; run `vae build`")
+            reasons.append(f"{name}: has not run{' to the end in this run' if record and record.run_id == run_id else ''}"
+                           "; run `vae build` or `vae publish`")
         elif not evaluation.passed:
             reasons.append(f"{name}: {evaluation.description}")
+        elif record.run_id != run_id and materialized and record.event.timestamp < materialized.timestamp:
+            reasons.append(f"{name}: passed before {key.asset_key.to_user_string()} was last materialized; "
+                           "run `vae publish` (or materialize the asset with its checks) to check the current files")
     return reasons
 
 
@@ -79,15 +96,28 @@ def refusal_text(reasons: list[str], not_published: list[str]) -> str:
 
 
 @dg.asset(deps=[dataset_rows, dataset_episodes, dataset_card, dataset_meta], group_name="publish",
-          kinds={"huggingface"})
+          kinds={"huggingface"}, op_tags=AFTER_THE_CHECKS)
 def hub_release(context: dg.AssetExecutionContext, config: PublishConfig, hub_repo: HubRepo,
                 dataset_folder: DatasetFolder, project_meta: ProjectMeta, runs_root: RunsRoot,
                 episode_table: pl.DataFrame) -> dg.MaterializeResult:
-    """The dataset folder on the Hub: only files whose sha256 differs are sent, in one commit."""
+    """The dataset folder on the Hub: only files whose sha256 differs are sent, in one commit.
+    Only from the `publish` job; swept into another run (*Materialize all*), nothing is attempted
+    (recorded as mode "not attempted", like a dry run, so that run and its backfill end green)."""
+    if context.job_name != PUBLISH_JOB:
+        why = (f"not attempted in a `{context.job_name}` run: the release goes out only from the `{PUBLISH_JOB}` "
+               "job (or `vae publish`), which runs the publish checks first")
+        context.log.warning(f"hub_release: {why}")
+        return dg.MaterializeResult(metadata={"mode": NOT_ATTEMPTED, "why": why})
+    return release(context, config, hub_repo, dataset_folder, project_meta, runs_root, episode_table)
+
+
+def release(context: dg.AssetExecutionContext, config: PublishConfig, hub_repo: HubRepo, dataset_folder: DatasetFolder,
+            project_meta: ProjectMeta, runs_root: RunsRoot, episode_table: pl.DataFrame) -> dg.MaterializeResult:
+    """The release itself: refused unless every publish check passed in this run."""
     if not hub_repo.repo_id:
         raise dg.Failure(description="no dataset repository: set VAE_HUB_REPO (ORG/NAME) or use vae publish --repo")
     not_published = left_out(project_meta, series_statuses(episode_table), runs_root)
-    reasons = failing_blocking_checks(context.instance)
+    reasons = failing_publish_checks(context.instance, context.run_id)
     if reasons:
         raise dg.Failure(description=refusal_text(reasons, not_published),
                          metadata={"reasons": dg.MetadataValue.json(reasons),

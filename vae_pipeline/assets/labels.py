@@ -16,7 +16,7 @@ import dagster as dg
 import polars as pl
 
 from vae_pipeline.assets.meta import rubric_file
-from vae_pipeline.assets.metadata import markdown_table
+from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.assets.verdicts import answer_of
 from vae_pipeline.domain.errors import unforeseen
 from vae_pipeline.domain.files import create_new
@@ -136,11 +136,11 @@ def record_labels(warehouse: Warehouse, series: str, compute: Callable[[dict[str
 
 def label_history_view(warehouse: Warehouse) -> str | None:
     """DuckDB SQL for the history of every label change (every generation's changed rows), or
-    None before the first label."""
-    root = warehouse.root / LABEL_STATE
-    if not any(root.glob("*/*.parquet")):
+    None before the first label. The files are named relative to VAE_HOME (`Warehouse.connect`
+    resolves them there), so a moved or copied home reads its own."""
+    if not any((warehouse.root / LABEL_STATE).glob("*/*.parquet")):
         return None
-    pattern = (root / "*" / "*.parquet").as_posix().replace("'", "''")
+    pattern = f"{LABEL_STATE}/*/*.parquet"
     return ("SELECT series, id, old_label, label AS new_label, host_rubric_version, changed_at "
             f"FROM read_parquet('{pattern}') WHERE changed")
 
@@ -151,15 +151,20 @@ def _label_name(label: str | None) -> str:
 
 @dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version=HOST_CODE_VERSION,
           group_name="series", kinds={"duckdb", "parquet"},
-          check_specs=[dg.AssetCheckSpec("labels_add_up", asset="labels"),
-                       dg.AssetCheckSpec("no_drift_from_stored_host_label", asset="labels")])
+          check_specs=[dg.AssetCheckSpec("labels_add_up", asset="labels",
+                                         description="Every labelled episode of every series has exactly one "
+                                                     "label (valid episodes minus invalid judge.json)"),
+                       dg.AssetCheckSpec("no_drift_from_stored_host_label", asset="labels",
+                                         description="Recomputed labels equal the host label judge.json stored "
+                                                     "under the same rubric version (a warning: the host rules "
+                                                     "changed)")])
 def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehouse: Warehouse,
            episodes: dict[str, pl.DataFrame], renders: dict[str, pl.DataFrame],
            verdicts: dict[str, pl.DataFrame], rubric: pl.DataFrame):
     """label, host_rule, host_gates_failed, positive_eligible and the rehosting history, per episode."""
     loaded = rubric_checked_in_force(project_meta, rubric)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    frames, metadata, not_adding_up, drifted = {}, {}, [], []
+    frames, metadata, counted, not_adding_up, drifted = {}, {}, {}, [], []
     for series in context.partition_keys:
         frame, changes = record_labels(
             warehouse, series,
@@ -167,6 +172,7 @@ def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehou
         frames[series] = frame
         transitions = Counter(f"{_label_name(old)} → {_label_name(new)}" for old, new in changes)
         counts = Counter(_label_name(label) for label in labelled(frame)["label"].to_list())
+        counted[series] = {"episodes": frame.height, **dict(sorted(counts.items())), "labels_changed": len(changes)}
         metadata[series] = {
             "episodes": frame.height,
             "label_errors": frame.height - labelled(frame).height,
@@ -178,7 +184,7 @@ def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehou
             "preview": markdown_table(frame, ("id", "label", "host_rule", "host_gates_failed", "positive_eligible",
                                               "previous_final_label", "rehosted_at")),
         }
-    yield series_output(context, frames, metadata, unversioned=("rehosted_at",))
+    yield series_output(context, frames, with_run_table(metadata, counted), unversioned=("rehosted_at",))
     # the checks speak for every series: this run's, and the stored labels of the others
     others, outdated = other_series_tables(context, warehouse, CHECKED_COLUMNS)
     checked = {series: (episodes[series], verdicts[series], frames[series]) for series in frames}

@@ -244,13 +244,13 @@ def judge_agreement(context: dg.AssetExecutionContext, dataset_folder: DatasetFo
     })
 
 
-# ---------------------------------------------------------------- blocking checks
+# ---------------------------------------------------------------- publish checks
 # On `dataset_card`, which the release depends on and which re-renders whenever these inputs
-# change, so a refresh re-runs them and a failure blocks nothing but the release.
+# change, so a refresh re-runs them; a failure refuses the release (see hub_release), nothing else.
 
 
 @dg.asset_check(asset=dg.AssetKey("dataset_card"), additional_ins={"entrants": dg.AssetIn("entrants")},
-                blocking=True, description="Every series meta/evaluation.json ranks is published")
+                description="Every series meta/evaluation.json ranks is published")
 def ranked_series_published(project_meta: ProjectMeta, entrants: pl.DataFrame) -> dg.AssetCheckResult:
     try:
         listed = read_evaluation(project_meta) or []
@@ -266,7 +266,7 @@ def ranked_series_published(project_meta: ProjectMeta, entrants: pl.DataFrame) -
         metadata={"listed": len(listed), "not_published": len(missing)})
 
 
-@dg.asset_check(asset=dg.AssetKey("dataset_card"), blocking=True,
+@dg.asset_check(asset=dg.AssetKey("dataset_card"),
                 additional_ins={"pairwise_judgments": dg.AssetIn("pairwise_judgments"),
                                 "human_votes": dg.AssetIn("human_votes")},
                 description="Every line of comparisons/ (judge batches and human votes) is valid")

@@ -25,3 +25,21 @@ def _cell(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.3f}".rstrip("0").rstrip(".")
     return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+RUN_SERIES_KEY = "series_in_this_run"
+
+
+def with_run_table(metadata: dict[str, dict], counts: dict[str, dict[str, int]] | None = None) -> dict[str, dict]:
+    """Each series' metadata plus a table of every series the run covered (series, counts).
+
+    The asset's page shows the latest materialization, which is one series of a ranged run:
+    the table says what the run did to the others. `counts` defaults to each series' whole
+    numbers in its metadata."""
+    counts = counts or {series: {k: v for k, v in entries.items() if type(v) is int}
+                        for series, entries in metadata.items()}
+    columns = list(dict.fromkeys(name for series_counts in counts.values() for name in series_counts))
+    frame = pl.DataFrame([{"series": series, **{c: counts[series].get(c, 0) for c in columns}}
+                          for series in sorted(counts)], schema={"series": pl.String, **dict.fromkeys(columns, pl.Int64)})
+    table = markdown_table(frame, ["series", *columns], limit=200)
+    return {series: {**entries, RUN_SERIES_KEY: table} for series, entries in metadata.items()}

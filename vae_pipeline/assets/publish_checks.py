@@ -1,11 +1,14 @@
-"""The blocking checks: one per reason the contract gives for refusing to publish.
+"""The publish checks: one per reason the contract gives for refusing to publish.
 
 They are asset checks of their own (not part of an asset's step), so the `publish` job can run
-them against the current files without rebuilding anything, and a failure stops `hub_release`
-in the same run. They all check `dataset_episodes`, the last asset before the release, so that a
-failure during a refresh blocks nothing but the release (the leaderboard's two checks sit on
-`dataset_card`, which re-renders whenever their inputs change). Each description names the
-episodes and files concerned and the way out.
+them against the current files without rebuilding anything. They are not blocking in Dagster's
+sense: a failure shows red on its asset but fails no run, so a build, a rehost or a
+*Materialize all* that did its work ends green whichever way it was launched (a blocking check
+fails its own run, and the UI brings an asset's checks along with it). It is the release that
+refuses: `hub_release` runs after them in the `publish` job and publishes only if every one
+passed in that run. They check `dataset_episodes`, the last asset before the release (the
+leaderboard's two checks sit on `dataset_card`, which re-renders whenever their inputs change).
+Each description names the episodes and files concerned and the way out.
 """
 
 import dagster as dg
@@ -34,6 +37,9 @@ from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta
 
 TABLE = {"episode_table": dg.AssetIn("episode_table")}
 ITEMS = "items"  # what a check names, one {series, id, text} each: the review site links them
+# The op tags of a step that reads the checks' results (the release, the review site): in a run
+# with the checks, the in-process executor starts the highest priority first, so it comes after.
+AFTER_THE_CHECKS = {"dagster/priority": "-1"}
 
 
 def _listing(problems: list[str], limit: int = 25) -> str:
@@ -41,7 +47,7 @@ def _listing(problems: list[str], limit: int = 25) -> str:
     return shown + (f"; and {len(problems) - limit} more" if len(problems) > limit else "")
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
+@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="No invalid episode in a published series")
 def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     withheld_episodes, withheld_series = read_withheld(project_meta)
@@ -63,7 +69,7 @@ def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) 
                   ITEMS: dg.MetadataValue.json(items)})
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
+@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="No unreviewed scrub finding (e-mail, IP, leftover credential) in a published file")
 def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     items = [{"series": r["series"], "id": r["id"], "text": f"{f['file']}:{f['line']} {f['kind']}"}
@@ -78,7 +84,7 @@ def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame
         metadata={"findings": len(findings), ITEMS: dg.MetadataValue.json(items)})
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
+@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="Every archive and its members have the size and sha256 their manifest lists")
 def files_match_manifests(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     problems = [p for row in published_rows(dataset_folder, episode_table)
@@ -89,7 +95,7 @@ def files_match_manifests(dataset_folder: DatasetFolder, episode_table: pl.DataF
         f"{_listing(problems)}. Rebuild (vae build) to rewrite the files, or withhold the episode.")
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
+@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="Every delivered video is in videos/, byte-identical")
 def delivered_videos_present(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     missing = [row["id"] for row in published_rows(dataset_folder, episode_table)
@@ -100,7 +106,7 @@ def delivered_videos_present(dataset_folder: DatasetFolder, episode_table: pl.Da
         f"missing or different in videos/: {_listing(missing)}. Rebuild, or withhold the episode.")
 
 
-@dg.asset_check(asset=dataset_episodes, blocking=True,
+@dg.asset_check(asset=dataset_episodes,
                 description="episodes.jsonl, the archives and the manifests name the same episodes")
 def rows_and_archives_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResult:
     problems = rows_vs_archives(dataset_folder.root)
@@ -110,7 +116,7 @@ def rows_and_archives_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResul
         f"{_listing(problems)}. Rebuild (vae build) so rows and archives are written together.")
 
 
-@dg.asset_check(asset=dataset_episodes, blocking=True,
+@dg.asset_check(asset=dataset_episodes,
                 description="episodes.jsonl and data/episodes.parquet hold the same rows")
 def jsonl_and_parquet_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResult:
     problems = rows_files_disagree(dataset_folder.root)
@@ -132,7 +138,7 @@ def _published_provenance(project_meta: ProjectMeta, episode_table: pl.DataFrame
 WITHHOLD_SERIES = f"or list the series with a reason in meta/{WITHHELD} to leave it out"
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
+@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="Every published series ran committed harness code (harness.commit, not dirty)")
 def harness_committed(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     problems = uncommitted_series(_published_provenance(project_meta, episode_table))
@@ -144,7 +150,7 @@ def harness_committed(project_meta: ProjectMeta, episode_table: pl.DataFrame) ->
         metadata={"series_at_fault": len(problems)})
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
+@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="Every published series has a benchmark_version MAJOR.MINOR.PATCH")
 def benchmark_versioned(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     problems = unversioned_series(_published_provenance(project_meta, episode_table))
@@ -156,7 +162,7 @@ def benchmark_versioned(project_meta: ProjectMeta, episode_table: pl.DataFrame) 
         metadata={"series_at_fault": len(problems)})
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE, blocking=True,
+@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="The episodes of each published series ran one actor: the same model, Claude Code "
                             "version (= actor.cli), tools, system prompt and tool definitions")
 def one_actor_per_series(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:

@@ -11,7 +11,7 @@ import polars as pl
 from PIL import Image
 
 from vae_pipeline.assets.meta import rubric_file
-from vae_pipeline.assets.metadata import markdown_table
+from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.files import link_or_copy, sha256_file, write_atomic
 from vae_pipeline.domain.renders import VIDEO, RenderJob, iter_renders
@@ -75,8 +75,11 @@ def _reusable(old: dict | None, key: str, warehouse: Warehouse) -> bool:
 
 @dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version=RENDERS_CODE_VERSION,
           group_name="series", kinds={"pyav", "parquet"}, pool="renders",  # vae_pipeline.engines.pools
-          check_specs=[dg.AssetCheckSpec("every_delivered_video_analysed", asset="renders"),
-                       dg.AssetCheckSpec("facts_in_domain", asset="renders")])
+          check_specs=[dg.AssetCheckSpec("every_delivered_video_analysed", asset="renders",
+                                         description="Every delivered out.mp4 of every series has its facts"),
+                       dg.AssetCheckSpec("facts_in_domain", asset="renders",
+                                         description="Sizes and fps positive, black and freeze ranges ordered "
+                                                     "and inside the video's duration")])
 def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
             warehouse: Warehouse, episodes: dict[str, pl.DataFrame]):
     """Facts of every delivered out.mp4 (one decode pass each, in parallel), the judge's frames
@@ -87,7 +90,7 @@ def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
     for series in context.partition_keys:
         frames[series], metadata[series] = render_series(context, runs_root, warehouse, sampler_settings,
                                                          series, episodes[series])
-    yield series_output(context, frames, metadata)
+    yield series_output(context, frames, with_run_table(metadata))
     # the checks speak for every series: this run's, and the stored facts of the others
     others, outdated = other_series_tables(context, warehouse, {"episodes": ("id", "valid", "delivered"),
                                                                 "renders": tuple(RENDERS_SCHEMA)})

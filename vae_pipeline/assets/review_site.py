@@ -2,7 +2,7 @@
 
 It reads what the pipeline already stores: the episode table, the published rows, the label
 history in DuckDB, frames, contact sheets and staged videos under VAE_HOME, the latest results
-of the blocking checks from the instance, and the leaderboard files when the dataset has them.
+of the publish checks from the instance (in a run with them, after them), and the leaderboard files when the dataset has them.
 """
 
 import dagster as dg
@@ -11,7 +11,7 @@ import polars as pl
 from vae_pipeline.assets.dataset import WITHHELD
 from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
-from vae_pipeline.assets.publish_checks import ITEMS, PUBLISH_CHECKS
+from vae_pipeline.assets.publish_checks import AFTER_THE_CHECKS, ITEMS, PUBLISH_CHECKS
 from vae_pipeline.assets.scrub_settings import scrub_config
 from vae_pipeline.domain.dataset_files import (
     AGREEMENT_PARQUET,
@@ -52,7 +52,7 @@ def review_site_source(project_meta: ProjectMeta) -> str:
 
 
 def latest_checks(instance: dg.DagsterInstance) -> list[CheckResult]:
-    """The latest result of every blocking check, as the instance recorded it."""
+    """The latest result of every publish check, as the instance recorded it."""
     results = []
     for check in PUBLISH_CHECKS:
         for spec in check.check_specs:
@@ -91,7 +91,7 @@ def read_leaderboard(dataset_folder: DatasetFolder) -> Leaderboard | None:
 
 
 @dg.asset(code_version="review_site-1", group_name="review", kinds={"html"},
-          deps=[dataset_episodes, dataset_card])
+          deps=[dataset_episodes, dataset_card], op_tags=AFTER_THE_CHECKS)
 def review_site(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehouse: Warehouse,
                 dataset_folder: DatasetFolder, scrub_settings: ScrubSettings, episode_table: pl.DataFrame,
                 dataset_rows: pl.DataFrame, rubric: pl.DataFrame) -> dg.MaterializeResult:

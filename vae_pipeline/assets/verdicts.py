@@ -7,7 +7,7 @@ label): the judge's free text stays in the archive, where the scrub sees it.
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.assets.metadata import markdown_table
+from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.judge import parse_judge
 from vae_pipeline.domain.rubric import AXES
@@ -80,4 +80,4 @@ def verdicts(context: dg.AssetExecutionContext, runs_root: RunsRoot,
             "preview": markdown_table(frame, ("id", "judge_valid", "judge_verdict", "stored_host_label",
                                               "rubric_version", "judge_error_reason")),
         }
-    return series_output(context, frames, metadata)
+    return series_output(context, frames, with_run_table(metadata))

@@ -191,17 +191,3 @@ def _contiguous(members: list[str], partitions: list[str]) -> list[list[str]]:
 def run_requests(items: list[StaleItem], partitions: list[str]) -> list[dg.RunRequest]:
     return [dg.RunRequest(asset_selection=list(run.keys), partition_key=run.partition_key, tags=run.tags())
             for run in next_runs(items, partitions)]
-
-
-CHECK_FAILED_ERROR = "DagsterAssetCheckFailedError"
-
-
-def failed_only_on_checks(instance: dg.DagsterInstance, run_id: str) -> bool:
-    """True when a failed run's only failures are blocking checks: its assets were materialized
-    (the checks block publishing, not the refresh)."""
-    failures = instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
-    return bool(failures) and all(
-        (event.dagster_event.step_failure_data.error or None) is not None
-        and event.dagster_event.step_failure_data.error.cls_name == CHECK_FAILED_ERROR
-        for event in failures
-    )

@@ -5,7 +5,6 @@ import dagster as dg
 from vae_pipeline.automation.jobs import refresh_job
 from vae_pipeline.automation.planner import (
     REFRESH_TAG,
-    failed_only_on_checks,
     run_requests,
     series_changes,
     stale,
@@ -50,15 +49,5 @@ def continue_refresh(context: dg.RunStatusSensorContext, runs_root: RunsRoot, pr
                       default_status=dg.DefaultSensorStatus.RUNNING)
 def refresh_followup_sensor(context: dg.RunStatusSensorContext, runs_root: RunsRoot, project_meta: ProjectMeta,
                             scrub_settings: ScrubSettings):
-    """After a refresh run succeeds, the next stage."""
-    return continue_refresh(context, runs_root, project_meta, scrub_settings)
-
-
-@dg.run_status_sensor(run_status=dg.DagsterRunStatus.FAILURE, request_job=refresh_job,
-                      default_status=dg.DefaultSensorStatus.RUNNING)
-def refresh_after_check_failure_sensor(context: dg.RunStatusSensorContext, runs_root: RunsRoot,
-                                       project_meta: ProjectMeta, scrub_settings: ScrubSettings):
-    """A refresh run that failed only on blocking checks materialized its assets: carry on."""
-    if not failed_only_on_checks(context.instance, context.dagster_run.run_id):
-        return dg.SkipReason("the run failed; not continuing past a failed asset")
+    """After a refresh run succeeds, the next stage (a failing publish check fails no run)."""
     return continue_refresh(context, runs_root, project_meta, scrub_settings)

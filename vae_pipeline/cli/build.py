@@ -12,7 +12,7 @@ from pathlib import Path
 import dagster as dg
 
 from vae_pipeline.assets.meta import check_meta_folder
-from vae_pipeline.automation.planner import failed_only_on_checks, next_runs, stale, sync_series
+from vae_pipeline.automation.planner import next_runs, stale, sync_series
 from vae_pipeline.cli.common import CliError, episode_table_rows, paths_of, run_error, say, settings
 from vae_pipeline.cli.launch import run_job
 from vae_pipeline.cli.review import review_index
@@ -47,6 +47,7 @@ def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
         check_meta_folder(project_meta)
     except dg.Failure as exc:
         raise CliError(exc.description) from None
+    resources["warehouse"].record_build(runs_root.root, Path(env["VAE_DATASET_DIR"]))
     instance = dg.DagsterInstance.get()
     ensure_pool_limits(instance)
     changes = sync_series(instance, runs_root)
@@ -77,7 +78,7 @@ def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
             for event in result.get_asset_materialization_events():
                 materialization = event.step_materialization_data.materialization
                 materialized[materialization.asset_key.to_user_string()].append(materialization.partition)
-            if not result.success and not failed_only_on_checks(instance, result.run_id):
+            if not result.success:
                 done = {(dg.AssetKey.from_user_string(k), p) for k, ps in materialized.items() for p in ps}
                 for key in run.keys:
                     for partition in series or [None]:

@@ -18,8 +18,11 @@ def publish(dataset: Path, repo: str, *, runs: Path | None = None, yes: bool = F
     """Run the `publish` job (blocking checks, then hub_release); (published or planned, text)."""
     if not dataset.is_dir():
         raise CliError(f"dataset folder {dataset} does not exist; run `vae build` first")
-    # the runs root is only read to name its folders that are no series; empty: not known
-    runs_root = str(runs.resolve()) if runs else os.environ.get("VAE_RUNS_ROOT", "")
+    # the runs root is only read to name its folders that are no series: --runs, else the one
+    # the dataset was built from (recorded by `vae build` / `vae ui`), else $VAE_RUNS_ROOT
+    with settings(VAE_DATASET_DIR=str(dataset.resolve()), VAE_HUB_REPO=repo) as env:
+        built_from = resources_from_environ(env)["warehouse"].runs_root_of(dataset)
+    runs_root = str(runs.resolve()) if runs else built_from or os.environ.get("VAE_RUNS_ROOT", "")
     with settings(VAE_DATASET_DIR=str(dataset.resolve()), VAE_HUB_REPO=repo, VAE_RUNS_ROOT=runs_root) as env:
         result = defs.resolve_job_def("publish").execute_in_process(
             instance=dg.DagsterInstance.get(), raise_on_error=False,

@@ -10,6 +10,7 @@ from pathlib import Path
 import dagster as dg
 
 from vae_pipeline.cli.common import paths_of, say
+from vae_pipeline.definitions import resources_from_environ
 from vae_pipeline.domain.project import PROJECT_ROOT
 from vae_pipeline.engines.pools import ensure_pool_limits
 from vae_pipeline.engines.settings import apply_defaults
@@ -19,7 +20,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     os.environ.update(paths_of(Path(args.runs), Path(args.out)))  # for the process exec'd below
     if args.rubric_version:
         os.environ["VAE_RUBRIC_VERSION"] = args.rubric_version
-    apply_defaults()
+    env = apply_defaults()
+    # what the UI builds, `vae publish` then knows the runs root of
+    resources_from_environ(env)["warehouse"].record_build(Path(env["VAE_RUNS_ROOT"]), Path(env["VAE_DATASET_DIR"]))
     with dg.DagsterInstance.get() as instance:
         ensure_pool_limits(instance)
     workspace = PROJECT_ROOT / "workspace.yaml"

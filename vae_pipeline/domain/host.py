@@ -131,7 +131,9 @@ def gate_report(facts: dict | None, delivered: bool, brief: dict, rubric: Rubric
             measured, threshold = _measured(gate, facts, brief)
             report.append({"gate": gate.id, "measured": measured, "threshold": threshold,
                            "failed": gate.id in failed})
-    return report
+    # what the reviewer reads: a gate with nothing measured did not pass, it was not measured
+    return [{**g, "result": "failed" if g["failed"] else ("not measured" if g["measured"] is None else "passed")}
+            for g in report]
 
 
 def _holds(condition: Condition, metrics: dict[str, int | Fraction]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from vae_pipeline.domain.episode_files import (
     episode_members,
     read_episode_files,
 )
+from vae_pipeline.domain.files import write_if_changed
 from vae_pipeline.domain.series import EpisodeEntry
 from vae_pipeline.domain.strict_json import DEFAULT_MAX_LINE_BYTES
 
@@ -100,14 +102,37 @@ class Warehouse(dg.ConfigurableResource):
         """A connection to the warehouse. DuckDB lets one process write at a time, and two series'
         runs may write labels at once (the UI runs two runs together): wait for the other."""
         self.root.mkdir(parents=True, exist_ok=True)
+        search_path = self.root.resolve().as_posix().replace("'", "''")
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                return duckdb.connect(str(self.database))
+                con = duckdb.connect(str(self.database))
+                # the views name files relative to VAE_HOME, so a moved or copied home reads its own
+                con.execute(f"SET file_search_path = '{search_path}'")
+                return con
             except duckdb.IOException:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
+
+    @property
+    def built_from(self) -> Path:
+        return self.root / "built_from.json"
+
+    def record_build(self, runs_root: Path, dataset: Path) -> None:
+        """Which runs root the dataset folder is built from, for `vae publish` to name the folders
+        it leaves out when it is not told `--runs`."""
+        record = {"runs_root": runs_root.resolve().as_posix(), "dataset": dataset.resolve().as_posix()}
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_if_changed(self.built_from, (json.dumps(record, sort_keys=True) + "\n").encode())
+
+    def runs_root_of(self, dataset: Path) -> str | None:
+        """The runs root `dataset` was last built from here, or None (another dataset, or never)."""
+        try:
+            record = json.loads(self.built_from.read_text())
+        except (OSError, ValueError):
+            return None
+        return record.get("runs_root") if record.get("dataset") == dataset.resolve().as_posix() else None
 
     def scratch(self) -> Path:
         path = self.root / "scratch"

@@ -24,6 +24,7 @@ from vae_pipeline.domain.publish import (
     plan_publish,
 )
 from vae_pipeline.domain.series import discover_series
+from vae_pipeline.storage.checks import RUNNING, check_outcomes
 from vae_pipeline.storage.resources import DatasetFolder, HubRepo, ProjectMeta, RunsRoot
 
 
@@ -35,16 +36,17 @@ class PublishConfig(dg.Config):
 
 def failing_blocking_checks(instance: dg.DagsterInstance) -> list[str]:
     """Every blocking check whose latest result is a failure, or that never ran."""
+    keys = sorted((key for check in PUBLISH_CHECKS for key in check.check_keys),
+                  key=lambda k: (k.asset_key.to_user_string(), k.name))
     reasons = []
-    for key in sorted((key for check in PUBLISH_CHECKS for key in check.check_keys),
-                      key=lambda k: (k.asset_key.to_user_string(), k.name)):
-        record = instance.get_latest_asset_check_evaluation_record(key)
-        evaluation = record.evaluation if record else None
+    for key, outcome in check_outcomes(instance, keys).items():
         name = f"{key.asset_key.to_user_string()}.{key.name}"
-        if getattr(evaluation, "passed", None) is None:
-            reasons.append(f"{name}: has not run; run `vae build`")
-        elif not evaluation.passed:
-            reasons.append(f"{name}: {evaluation.description}")
+        if outcome.status == RUNNING:
+            reasons.append(f"{name}: still running (run {outcome.run_id}); wait for it")
+        elif outcome.passed is None:
+            reasons.append(f"{name}: not evaluated; run `vae build`")
+        elif not outcome.passed:
+            reasons.append(f"{name}: {outcome.description}")
     return reasons
 
 

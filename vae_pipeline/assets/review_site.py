@@ -26,6 +26,7 @@ from vae_pipeline.domain.review_site import (
 )
 from vae_pipeline.domain.rows import load_withheld
 from vae_pipeline.domain.rubric import load_rubric
+from vae_pipeline.storage.checks import check_outcomes
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, ScrubSettings, Warehouse
 from vae_pipeline.storage.versions import content_version, record_metadata
 
@@ -43,16 +44,12 @@ def review_site_source(project_meta: ProjectMeta) -> str:
 
 
 def latest_checks(instance: dg.DagsterInstance) -> list[CheckResult]:
-    """The latest result of every blocking check, as the instance recorded it."""
-    results = []
-    for check in PUBLISH_CHECKS:
-        for spec in check.check_specs:
-            record = instance.get_latest_asset_check_evaluation_record(spec.key)
-            evaluation = record.evaluation if record else None
-            results.append(CheckResult(spec.name, spec.description or "",
-                                       evaluation.passed if evaluation else None,
-                                       evaluation.description if evaluation else None))
-    return results
+    """The latest result of every blocking check, as the instance recorded it (`passed` None
+    when not evaluated)."""
+    specs = [spec for check in PUBLISH_CHECKS for spec in check.check_specs]
+    outcomes = check_outcomes(instance, [spec.key for spec in specs])
+    return [CheckResult(spec.name, spec.description or "", outcomes[spec.key].passed, outcomes[spec.key].description)
+            for spec in specs]
 
 
 def label_history(warehouse: Warehouse) -> dict[str, list[dict]]:

@@ -7,11 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-import dagster as dg
-
-from vae_pipeline.cli.common import paths_of, say
+from vae_pipeline.cli.common import paths_of, recovered_instance, say
 from vae_pipeline.domain.project import PROJECT_ROOT
-from vae_pipeline.engines.pools import ensure_pool_limits
 from vae_pipeline.engines.settings import apply_defaults
 
 
@@ -19,9 +16,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     os.environ.update(paths_of(Path(args.runs), Path(args.out)))  # for the process exec'd below
     if args.rubric_version:
         os.environ["VAE_RUBRIC_VERSION"] = args.rubric_version
-    apply_defaults()
-    with dg.DagsterInstance.get() as instance:
-        ensure_pool_limits(instance)
+    # the instance is created (and reconciled) here, before the webserver, the daemon and the code
+    # server each open it: never by several processes at once
+    recovered_instance(apply_defaults()).dispose()
     workspace = PROJECT_ROOT / "workspace.yaml"
     # the interpreter running `vae`, not a `dagster` on PATH: `dagster dev` starts the webserver,
     # the daemon and the code server with its own interpreter, so all of them run in this venv

@@ -60,6 +60,7 @@ def pytest_terminal_summary(terminalreporter):
     """Print the counts tests record with `record_property("summary", ...)` (kills recovered...),
     after the run; xdist brings the properties back from its workers."""
     lines = [value for reports in terminalreporter.stats.values() for report in reports
+             if getattr(report, "when", None) == "call"
              for name, value in getattr(report, "user_properties", ()) if name == "summary"]
     if lines:
         terminalreporter.section("counts")

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -143,15 +144,13 @@ KILLS = {
     "episodes stored": KillPoint("home/tables/episodes/*.parquet"),
     "a bundle being written": KillPoint("home/bundles/*/.*.part"),
     "first frame (renders holds its slot)": KillPoint("home/frames/*/*/*.jpg"),
-    "first staged video": KillPoint("home/videos/*/*.mp4"),
     "labels stored": KillPoint("home/tables/labels/*.parquet"),
     "first archive published": KillPoint("dataset/episodes/*/*.tar.zst"),
     "first video published": KillPoint("dataset/videos/*.mp4"),
     "rows published": KillPoint("dataset/episodes.jsonl"),
     "card written": KillPoint("dataset/README.md"),
     "review site written": KillPoint("home/review/index.html"),
-    "at 40% of a clean build": KillPoint(fraction=0.4),
-    "at 70% of a clean build": KillPoint(fraction=0.7),
+    "at half a clean build's time": KillPoint(fraction=0.5),
 }
 TWICE = "a bundle being written, twice"  # two dead runs holding both `bundles` slots
 
@@ -298,3 +297,70 @@ def test_a_ui_started_together_with_a_build(runs, reference, tmp_path):
     text = (tmp_path / "ui.log").read_text()
     assert "already exists" not in text and "Traceback" not in text, text[-3000:]
     assert published(tmp_path / "dataset") == reference["files"]
+
+
+def test_the_sweep_removes_only_what_a_dead_writer_of_this_host_left(tmp_path):
+    from vae_pipeline.domain.files import sweep_temp_files, write_atomic
+    from vae_pipeline.domain.processes import host_mark
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    mine, gone, elsewhere = (f"{host_mark()}-{os.getpid()}", f"{host_mark()}-{dead.pid}", f"{host_mark('other')}-{dead.pid}")
+    planted = {
+        f"data/.episodes.parquet.{gone}-a1b2c3d4.part": "removed",  # a killed write
+        f"frames/s1/.ep-1.{gone}-x_y9z8w7.part/f00.jpg": "removed",  # a killed folder swap, still staging
+        f"frames/s1/.ep-2.{gone}-q1w2e3r4.old/f00.jpg": "put back",  # killed between its two renames
+        f"data/.rows.parquet.{mine}-a1b2c3d4.part": "kept",  # this live process is writing it
+        f"data/.rows.parquet.{elsewhere}-a1b2c3d4.part": "kept",  # another host's writer
+        "data/.episodes.parquet.k2j4.part": "kept",  # not a name the pipeline makes
+        "notes.part": "kept",
+    }
+    for name in planted:
+        write_atomic(tmp_path / name, b"x")
+    swept = sweep_temp_files(tmp_path)
+    left = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert left == {name for name, fate in planted.items() if fate == "kept"} | {"frames/s1/ep-2/f00.jpg"}
+    assert len(swept) == 3
+    assert not temp_leftovers(tmp_path / "frames")
+
+
+def test_a_check_planned_by_a_dead_run_is_not_evaluated_everywhere(pipeline_env):
+    """Before: `review_site: AttributeError: 'AssetCheckEvaluationPlanned' object has no attribute
+    'passed'`, and the asset never ran again, so its checks stayed planned for good."""
+    from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationPlanned
+    from dagster._core.events import DagsterEvent
+
+    from vae_pipeline.assets.hub_release import failing_blocking_checks
+    from vae_pipeline.assets.review_site import latest_checks
+    from vae_pipeline.cli.build import check_results
+    from vae_pipeline.definitions import defs
+    from vae_pipeline.engines.instance import open_instance
+    from vae_pipeline.engines.recovery import reconcile
+    from vae_pipeline.engines.settings import apply_defaults
+    from vae_pipeline.storage.checks import unevaluated_partitions
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    apply_defaults()
+    instance = open_instance()
+    tags = {"vae/host": socket.gethostname(), "vae/pid": str(dead.pid), "vae/process_start": "", "vae/writer": "true"}
+    run = instance.add_run(dg.DagsterRun(job_name="refresh", run_id="1e" * 16, status=dg.DagsterRunStatus.STARTED,
+                                         tags=tags))
+    key = dg.AssetCheckKey(dg.AssetKey("dataset_card"), "no_bad_comparisons")
+    instance.report_dagster_event(DagsterEvent(
+        event_type_value=dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED.value, job_name="refresh",
+        event_specific_data=AssetCheckEvaluationPlanned(asset_key=key.asset_key, check_name=key.name)),
+        run_id=run.run_id)
+    summary = {(c["asset"], c["check"]): c for c in check_results(instance, defs)}
+    assert summary["dataset_card", "no_bad_comparisons"]["status"] == "running"  # its process could be alive
+    assert reconcile(instance, holds_writer_lock=False, local=True).failed_runs == [
+        f"{run.run_id} (pid {dead.pid} is not running)"]
+    summary = {(c["asset"], c["check"]): c for c in check_results(instance, defs)}
+    assert summary["dataset_card", "no_bad_comparisons"] == {
+        "asset": "dataset_card", "check": "no_bad_comparisons", "status": "not evaluated", "passed": None,
+        "description": None}
+    assert [c.passed for c in latest_checks(instance) if c.name == "no_bad_comparisons"] == [None]
+    assert "dataset_card.no_bad_comparisons: not evaluated; run `vae build`" in failing_blocking_checks(instance)
+    # the card must run again (with its checks): every partition and the unpartitioned asset
+    assert unevaluated_partitions(instance, [key], ["s1", "s2"]) == {key.asset_key: {"s1", "s2", None}}
+    instance.dispose()

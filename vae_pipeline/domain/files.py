@@ -111,12 +111,16 @@ def link_or_copy(source: Path, target: Path) -> None:
     """Put `source`'s bytes at `target` — a hard link where the file system allows, else a copy —
     through a temp name, so `target` is never half there. `source` is only read."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists() and os.path.samefile(source, target):
+        return
     tmp = target.with_name(f"{_temp_prefix(target)}{secrets.token_hex(4)}.part")
     try:
         os.link(source, tmp)
     except OSError:
         shutil.copyfile(source, tmp)
     os.replace(tmp, target)
+    # a rename onto another link of the same file does nothing and keeps both names (rename(2))
+    tmp.unlink(missing_ok=True)
 
 
 def sha256_stream(handle: BinaryIO) -> tuple[int, str]:

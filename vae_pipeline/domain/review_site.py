@@ -41,7 +41,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The latest result of one blocking check; `passed` None when it never ran."""
+    """The latest result of one blocking check; `passed` None when not evaluated (never run, or its run ended first)."""
 
     name: str
     about: str

@@ -127,3 +127,28 @@ def writer_lock(env: dict[str, str], on_wait: Callable[[str], None]) -> Iterator
     with _lock(Path(env["DAGSTER_HOME"]), Path(env["VAE_HOME"]) / WRITER_LOCK, WRITER_KEY, on_wait,
                "another vae command writing to this home"):
         yield
+
+
+def writer_busy(env: dict[str, str]) -> bool:
+    """True while a vae command holds the writer lock of this home (or of this Postgres instance):
+    the sensors then leave the refresh to it rather than launch runs that would write beside it."""
+    path = Path(env.get("VAE_HOME") or ".vae") / WRITER_LOCK
+    if path.exists():
+        with open(path, "a+", encoding="utf-8") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    url = postgres_url(Path(env["DAGSTER_HOME"])) if env.get("DAGSTER_HOME") else None
+    if url is None:
+        return False
+    import psycopg2
+
+    connection = psycopg2.connect(url)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_KEY,))
+            return not cursor.fetchone()[0]  # closing the connection releases it if taken
+    finally:
+        connection.close()

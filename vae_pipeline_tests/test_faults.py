@@ -225,11 +225,10 @@ def test_two_builds_at_once_on_a_fresh_home_make_one_instance_and_the_same_bytes
     assert published(tmp_path / "dataset") == reference["files"]
     # no check result goes missing from either summary
     assert checks_of(tmp_path / "one.json") == checks_of(tmp_path / "two.json") == reference["checks"]
+    # one alembic head (two made every later command fail), and the second build found nothing to do
     with sqlite3.connect(tmp_path / "home" / "dagster" / "history" / "runs.db") as db:
         assert db.execute("SELECT count(*) FROM alembic_version").fetchone() == (1,)
-    again = subprocess.run([str(VAE), "build", "--runs", str(runs), "--out", str(tmp_path / "dataset")], env=env,
-                           capture_output=True, text=True, timeout=BOUND)
-    assert again.returncode == 0 and "nothing (up to date)" in again.stdout, again.stdout + again.stderr
+    assert sum("materialized: nothing (up to date)" in log for log in logs) == 1, logs
 
 
 def test_builds_from_two_machines_on_one_postgres_instance_take_turns(runs, reference, tmp_path):

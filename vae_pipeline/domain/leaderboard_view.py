@@ -5,14 +5,10 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-import matplotlib
+import polars as pl
 
-matplotlib.use("Agg")  # no display: files only
-import matplotlib.pyplot as plt  # noqa: E402
-import polars as pl  # noqa: E402
-
-from vae_pipeline.domain.leaderboard import BUCKETS, OVERALL, PAIRWISE_AXES, SOURCES  # noqa: E402
-from vae_pipeline.domain.rubric import AXES as SCORE_AXES  # noqa: E402
+from vae_pipeline.domain.leaderboard import BUCKETS, OVERALL, PAIRWISE_AXES, SOURCES
+from vae_pipeline.domain.rubric import AXES as SCORE_AXES
 
 AXES_OF = {"scores": (*SCORE_AXES, OVERALL), "pairwise": (*PAIRWISE_AXES, OVERALL)}
 
@@ -101,6 +97,11 @@ def leaderboard_section(table: pl.DataFrame, agreement: pl.DataFrame) -> str:
 
 def leaderboard_chart(table: pl.DataFrame) -> bytes:
     """PNG: one panel per source and axis, each model's rating as a dot with its interval as a bar."""
+    import matplotlib  # here, not at import: it costs every `vae` command most of a second
+
+    matplotlib.use("Agg")  # no display: files only
+    import matplotlib.pyplot as plt
+
     panels = [(source, axis) for source in SOURCES for axis in axes_in(table, source)]
     columns = max((len(axes_in(table, s)) for s in SOURCES), default=1) or 1
     sources = [s for s in SOURCES if axes_in(table, s)] or ["scores"]

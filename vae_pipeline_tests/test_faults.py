@@ -133,9 +133,10 @@ class KillPoint:
     pattern: str = ""
     fraction: float = 0.0
 
-    def reached(self, case: Path, elapsed: float, clean_seconds: float) -> bool:
+    def reached(self, case: Path, elapsed: float, clean_seconds: float, before: set[Path]) -> bool:
+        """True once a matching file not in `before` (those of an earlier kill) is there, or the time is up."""
         if self.pattern:
-            return next(case.glob(self.pattern), None) is not None
+            return any(path not in before for path in case.glob(self.pattern))
         return elapsed >= self.fraction * clean_seconds
 
 
@@ -163,10 +164,11 @@ class Outcome:
 
 def kill_at(runs: Path, case: Path, env: dict[str, str], point: KillPoint, clean_seconds: float, name: str) -> str:
     """Start a build and SIGKILL its process group at `point`; a problem, or ''."""
+    before = set(case.glob(point.pattern)) if point.pattern else set()
     proc = start_build(runs, case, env, name)
     started = time.monotonic()
     while proc.poll() is None and time.monotonic() - started < BOUND:
-        if point.reached(case, time.monotonic() - started, clean_seconds):
+        if point.reached(case, time.monotonic() - started, clean_seconds, before):
             break
         time.sleep(0.01)
     if proc.poll() is not None:

@@ -35,7 +35,8 @@ class PublishConfig(dg.Config):
 
 
 def failing_blocking_checks(instance: dg.DagsterInstance) -> list[str]:
-    """Every blocking check whose latest result is a failure, or that never ran."""
+    """Every blocking check whose latest result is a failure, or that was not evaluated (never
+    ran, or its run ended first) or is still running."""
     keys = sorted((key for check in PUBLISH_CHECKS for key in check.check_keys),
                   key=lambda k: (k.asset_key.to_user_string(), k.name))
     reasons = []

@@ -28,8 +28,8 @@ def run_job(name: str, instance: dg.DagsterInstance, *, asset_selection: Sequenc
 
     A run over a range of partitions takes Dagster's range tags (`dagster/asset_partition_range_start`
     and `_end`) in `tags`; every run also gets the tags naming this process, so that a later
-    command can tell whether it died (`engines.recovery`). The engine is `run_config`'s `execution.config.engine`, else
-    `VAE_EXECUTOR`, else in-process.
+    command can tell whether it died (`engines.recovery`). The engine is `run_config`'s
+    `execution.config.engine`, else `VAE_EXECUTOR`, else in-process.
     """
     run_tags = {**(tags or {}), **process_tags(writer=True)}  # every command launching runs holds the writer lock
     config = dict(run_config or {})

@@ -1,6 +1,7 @@
 """The `bundles` step on delivery-size episodes vs detect-secrets and vs `tar` + `zstd`.
 
     python benchmarks/bench_bundles.py [--episodes 12] [--repeat 3] [--ds-episodes 1] [--ds-mb MB] [--runs DIR]
+                                       [--methods 0,1,2,4,6]
 
 Generates one series of delivery-size episodes with the project's generator (`hd=True`:
 1080p30 clips, ~25 MB of request logs repeating base64 screenshots, ~110 files each; a third
@@ -9,7 +10,7 @@ of them delivered as .tar.zst), then runs --repeat rounds, each of them:
    cores) with an empty slimmed-image cache (a first build) and again with the cache filled
    (any later build: every image was encoded once already);
 2. packs the same episodes (archives unpacked to folders first, untimed) with
-   `tar -I 'zstd -12 --long=27 -T1'`, as many at once as cores (goal: ours / tar <= 1.0);
+   `tar -I 'zstd -12 --long=27 -T1'`, as many at once as cores (goal: a first build <= 1.5x tar);
 3. packs them once more one episode at a time with zstd's own threads = cores, to show
    whether zstd's threads pay when episodes already fill the cores.
 Every figure is the best round: the contenders take turns within a round, so a change in the
@@ -17,7 +18,9 @@ machine's load hits them alike. It checks every planted value is gone from the a
 reported, and measures the CPU time a first build cannot avoid: encoding every distinct image
 once. Then it scans the text of --ds-episodes episodes (or its first --ds-mb MB, whole files)
 with detect-secrets (Python API, default plugins), in one process, and compares MB/s of text
-(goal: ours >= 100x).
+(goal: ours >= 100x). With --methods, it first measures each WebP effort (Pillow's `method`)
+on the episodes' distinct images: the CPU time to encode them all and the bytes stored for them
+(WebP, or the original when smaller), which is how `slim.WEBP_METHOD` is chosen.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -44,6 +48,7 @@ from vae_pipeline.domain.bundle import ZSTD_LEVEL, ZSTD_WINDOW_LOG, exclusion_re
 from vae_pipeline.domain.episode_files import episode_members  # noqa: E402
 from vae_pipeline.domain.scrub import ScrubConfig, is_text_member  # noqa: E402
 from vae_pipeline.domain.series import EpisodeEntry  # noqa: E402
+from vae_pipeline.domain import slim  # noqa: E402
 from vae_pipeline.domain.slim import ImageStore, is_slimmable, slim_member  # noqa: E402
 from vae_pipeline.sample.generator import HARNESS_HOST, HARNESS_USER, generate  # noqa: E402
 from vae_pipeline.storage.resources import RunsRoot, Warehouse  # noqa: E402
@@ -81,7 +86,7 @@ def unpack_to_folders(runs: Path, plans: list, into: Path) -> tuple[list[Path], 
 
 
 def ours(runs: Path, plans: list, home: Path, workers: int, zstd_threads: int = 1) -> tuple[float, list[dict]]:
-    config = ScrubConfig(hostname=HARNESS_HOST, username=HARNESS_USER)
+    config = ScrubConfig(hostname=HARNESS_HOST, usernames=(HARNESS_USER,))
     start = time.perf_counter()
     rows = list(bundle_rows(RunsRoot(path=str(runs)), Warehouse(path=str(home)), [_row(p) for p in plans],
                             config, workers, zstd_threads))
@@ -129,24 +134,47 @@ def detect_secrets_rate(folders: list[Path], budget_mb: float | None) -> tuple[f
     return size / 1e6, time.perf_counter() - start, sum(1 for _ in collection)
 
 
-def image_encoding_seconds(folders: list[Path]) -> tuple[int, float]:
+def slimmable_texts(folders: list[Path]) -> list[tuple[str, bytes]]:
+    return [(p.relative_to(folder).as_posix(), p.read_bytes()) for folder in folders
+            for p in sorted(folder.rglob("*")) if p.is_file() and is_slimmable(p.name)]
+
+
+def image_encoding_seconds(folders: list[Path]) -> tuple[int, float, int]:
     """(distinct images, CPU seconds spent encoding them): slimming every JSON/JSONL file with a
     fresh image store (scan + encode each distinct image) minus a second pass with the same
     store (scan only, every image already stored), on one thread. However well the step spreads
     it over the cores, a first build spends at least this CPU time: the contract fixes the
     encoding (WebP quality 70) and the archives' bytes fix the encoder's settings."""
-    texts = [(p.relative_to(folder).as_posix(), p.read_bytes()) for folder in folders
-             for p in sorted(folder.rglob("*")) if p.is_file() and is_slimmable(p.name)]
+    texts = slimmable_texts(folders)
     store, passes = ImageStore(), []
     for _ in range(2):
         start = time.process_time()
         for path, data in texts:
             slim_member(path, data, store)
         passes.append(time.process_time() - start)
-    return len(store.files), passes[0] - passes[1]
+    return len(store.files), passes[0] - passes[1], sum(map(len, store.files.values()))
 
 
-def tar_zstd(folders: list[Path], out: Path) -> float:
+def compare_methods(folders: list[Path], methods: list[int]) -> None:
+    """Each WebP effort on the same distinct images: encoding CPU time and bytes stored."""
+    chosen = slim.WEBP_METHOD
+    try:
+        for method in methods:
+            slim.WEBP_METHOD = method
+            images, seconds, stored = image_encoding_seconds(folders)
+            print(f"  WebP method {method}{' (chosen)' if method == chosen else ''}: {images} images encoded in "
+                  f"{seconds:6.2f} CPU s, {stored / 1e6:6.2f} MB stored")
+    finally:
+        slim.WEBP_METHOD = chosen
+
+
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def tar_zstd(folders: list[Path], out: Path) -> tuple[float, float]:
+    """(seconds, CPU seconds of tar and zstd) to pack the folders, as many at once as cores."""
     compressor = f"zstd -{ZSTD_LEVEL} --long={ZSTD_WINDOW_LOG} -T1"
     out.mkdir(parents=True, exist_ok=True)
 
@@ -154,10 +182,10 @@ def tar_zstd(folders: list[Path], out: Path) -> float:
         subprocess.run(["tar", "-C", str(folder), "-I", compressor, "-cf", str(out / f"{folder.name}.tar.zst"), "."],
                        check=True)
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), children_cpu_seconds()
     with ThreadPoolExecutor(max_workers=CPUS) as pool:
         list(pool.map(pack, folders))
-    return time.perf_counter() - start
+    return time.perf_counter() - start, children_cpu_seconds() - cpu
 
 
 def main() -> None:
@@ -168,6 +196,7 @@ def main() -> None:
                         "(it runs at ~0.1-1 MB/s on request logs: one whole episode takes minutes)")
     parser.add_argument("--runs", type=Path, help="reuse (or keep) the generated runs root here")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; every figure is the best round")
+    parser.add_argument("--methods", help="WebP efforts to compare first, e.g. 0,1,2,4,6")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-bundles-"))
     try:
@@ -189,21 +218,27 @@ def main() -> None:
         print(f"cpus: {CPUS}; {len(plans)} episodes ({sum(p.archive for p in plans)} as .tar.zst), {size / 1e6:.0f} MB, "
               f"{text_mb:.0f} MB of text, {files:.0f} files each (generated in {generated:.0f} s)")
 
+        if args.methods:
+            compare_methods(folders, [int(m) for m in args.methods.split(",")])
+
         # every timing is the best of --repeat rounds, the contenders taking turns within a round,
         # so a change in the machine's load hits them alike
-        colds, warms, tars, threadeds, busy = [], [], [], [], []
+        colds, warms, tars, threadeds, busy, cold_cpus, tar_cpus = [], [], [], [], [], [], []
         have_zstd = shutil.which("zstd") is not None
         for round_ in range(args.repeat):
             home = root / f"home-{round_}"
             cpu_before = time.process_time()
             seconds, rows = ours(runs, plans, home, CPUS)
             colds.append(seconds)
-            busy.append((time.process_time() - cpu_before) / seconds / CPUS)
+            cold_cpus.append(time.process_time() - cpu_before)
+            busy.append(cold_cpus[-1] / seconds / CPUS)
             seconds, rows_again = ours(runs, plans, home, CPUS)
             warms.append(seconds)
             assert [r["archive_sha256"] for r in rows] == [r["archive_sha256"] for r in rows_again]
             if have_zstd:
-                tars.append(tar_zstd(folders, root / "tar"))
+                seconds, cpu = tar_zstd(folders, root / "tar")
+                tars.append(seconds)
+                tar_cpus.append(cpu)
             threadeds.append(ours(runs, plans, home, 1, zstd_threads=CPUS)[0])
         cold, warm, threaded = min(colds), min(warms), min(threadeds)
         archives = sum(r["archive_size"] for r in rows)
@@ -220,9 +255,12 @@ def main() -> None:
             tar_bytes = sum(p.stat().st_size for p in (root / "tar").iterdir())
             print(f"tar -I 'zstd -{ZSTD_LEVEL} --long={ZSTD_WINDOW_LOG} -T1', {CPUS} at once: {theirs:6.2f} s "
                   f"-> {tar_bytes / 1e6:.1f} MB")
-            print(f"bundles/tar time ratio: {cold / theirs:5.2f} first build, {warm / theirs:5.2f} cache filled "
-                  f"(goal <= 1.0)")
-            images, encoding = image_encoding_seconds(folders)
+            print(f"bundles/tar time ratio: {cold / theirs:5.2f} first build (goal <= 1.5), {warm / theirs:5.2f} "
+                  f"cache filled; WebP method {slim.WEBP_METHOD}")
+            # CPU time does not depend on how busy the machine is with other work, wall time does
+            print(f"bundles/tar CPU-time ratio, first build: {min(cold_cpus):.2f} / {min(tar_cpus):.2f} CPU s = "
+                  f"{min(cold_cpus) / min(tar_cpus):5.2f}; load average {os.getloadavg()[0]:.1f} on {CPUS} cores")
+            images, encoding, _ = image_encoding_seconds(folders)
             print(f"  a first build's floor: encoding the {images} distinct images takes {encoding:.2f} CPU s on one "
                   f"thread, {encoding / CPUS:.2f} s on {CPUS} cores at best = {encoding / CPUS / theirs:.2f}x tar's "
                   f"whole time, before any reading, scrubbing or compressing")

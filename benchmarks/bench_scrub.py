@@ -4,8 +4,11 @@
     python benchmarks/bench_scrub.py [--mb 100] [--ds-mb 3]
 
 Generates an episode of transcript-like files (JSONL messages with stream events, tool results,
-a few screenshots, request blobs, project sources) with every planted value in it, then:
-1. scrubs every text file and reports MB/s and which planted kinds were caught;
+a few screenshots, request blobs, project sources) with every planted value in it — as plain
+text, spelt with JSON escapes (`\\u00XX`, `\\/`) and in a UTF-16 file — and two users' home
+paths, prompts, `ls -l` listings and project folders, then:
+1. learns the users from every file and scrubs every text file with them (as `bundles` does)
+   and reports MB/s and which planted kinds and users were caught;
 2. runs detect-secrets (Python API, default plugins) over the first --ds-mb MB of the same files
    (it runs at well under 1 MB/s, so all 100 MB would take many minutes) and reports the same.
 """
@@ -17,6 +20,7 @@ import base64
 import io
 import json
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -27,7 +31,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, scrub_text  # noqa: E402
+from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, learn_user_names, scrub_text  # noqa: E402
 from vae_pipeline.sample.planted import PLANTED_KIND, planted_text, planted_values  # noqa: E402
 
 WORDS = (
@@ -35,6 +39,8 @@ WORDS = (
     "check file index html css gsap tween scene opacity scale transform duration seconds hold "
     "beat hook logo reveal typography kerning baseline grid column gutter palette contrast"
 ).split()
+# Two users of one episode: each named by a home path in one file, met in others.
+USERS = ("ana", "builder")
 CSS = ".card{{color:#{:06x};transform:translate({}px,{}.5px) scale(1.0{})}} .title::before{{content:''}}"
 
 
@@ -48,6 +54,31 @@ def _screenshot(rng: random.Random) -> str:
     out = io.BytesIO()
     image.save(out, "PNG")
     return base64.b64encode(out.getvalue()).decode()
+
+
+def _escaped_planted(values: dict[str, str]) -> bytes:
+    """A tool-result line holding the planted text, each value's first character written as a
+    \\u00XX escape and every "/" as "\\/": what a reader decodes, not what the bytes say."""
+    text = json.dumps(planted_text(values))
+    for value in sorted(values.values(), key=len, reverse=True):
+        plain = json.dumps(value)[1:-1]
+        text = text.replace(plain, f"\\u{ord(value[0]):04x}" + plain[1:])
+    line = '{"type": "user", "message": {"content": [{"type": "tool_result", "content": ' + text + "}]}}"
+    return line.replace("/", "\\/").encode()
+
+
+def _user_lines() -> list[bytes]:
+    """Tool results of a shell session of each user: home, prompt, `ls -l`, project folder."""
+    lines = []
+    for user, home, group in ((USERS[0], f"/Users/{USERS[0]}", "staff"), (USERS[1], f"/home/{USERS[1]}", USERS[1])):
+        folder = home.replace("/", "-") + "-work-site"
+        text = (f"$ pwd\n{home}/work/site\n{user}@build:~/work/site$ ls -l\ntotal 16\n"
+                f"-rw-r--r--  1 {user}  {group}  5120 Oct 21 08:03 index.html\n"
+                f"drwxr-xr-x  4 {user}  {group}   128 Oct 21 08:01 assets\n"
+                f"session log: ~/.claude/projects/{folder}/4f1c.jsonl")
+        lines.append(json.dumps({"type": "user", "message": {"content": [
+            {"type": "tool_result", "tool_use_id": "toolu_z", "content": text}]}}).encode())
+    return lines
 
 
 def _line_pool(rng: random.Random, screenshots: list[str]) -> list[bytes]:
@@ -88,6 +119,8 @@ def generate_episode(folder: Path, megabytes: float, seed: int = 1) -> dict[str,
     values = planted_values(rng)
     planted = json.dumps({"type": "user", "message": {"content": [{"type": "tool_result",
                           "content": [{"type": "text", "text": planted_text(values)}]}]}}).encode()
+    escaped = _escaped_planted(values)
+    users = _user_lines()
     screenshots = [_screenshot(rng) for _ in range(6)]
     pool = _line_pool(rng, screenshots)
     target = int(megabytes * 1e6)
@@ -100,7 +133,8 @@ def generate_episode(folder: Path, megabytes: float, seed: int = 1) -> dict[str,
         path.parent.mkdir(parents=True, exist_ok=True)
         lines, size, n = [], 0, 0
         while size < target * share:
-            line = planted if n % 2000 == 1000 else rng.choice(pool)
+            special = {1000: planted, 1500: escaped, 1700: users[0] if "session" in name else users[1]}
+            line = special.get(n % 2000) or rng.choice(pool)
             lines.append(line)
             size += len(line) + 1
             n += 1
@@ -115,6 +149,7 @@ def generate_episode(folder: Path, megabytes: float, seed: int = 1) -> dict[str,
     (work / "index.html").write_text(f"<html><!-- {text} --><body>{_prose(rng, 4000)}</body></html>")
     (work / "main.js").write_text(f"/* {text} */\n" + "gsap.to('.card', {x: 100});\n" * 20000)
     (work / "style.css").write_text(f"/* {text} */\n" + CSS.format(0x1A2B3C, 1, 2, 3) * 2000)
+    (work / "notes.txt").write_bytes(f"{_prose(rng, 3000)}\n{text}\n".encode("utf-16"))
     (work / "assets/vendor/gsap.min.js").write_bytes(rng.randbytes(200_000).hex().encode())
     (work / ".env").write_text(f"ANTHROPIC_API_KEY={values['anthropic']}\n")
     (folder / "out.mp4").write_bytes(rng.randbytes(2_000_000))
@@ -129,17 +164,25 @@ def _caught_kinds(outputs: dict[str, bytes], findings: set[str], values: dict[st
         if action == "finding":
             caught[key] = kind in findings
         else:
-            forms = {value.encode(), json.dumps(value)[1:-1].encode()}
+            plain = json.dumps(value)[1:-1]
+            forms = {value.encode(), plain.encode(), value.encode("utf-16-le"),
+                     (f"\\u{ord(value[0]):04x}" + plain[1:]).replace("/", "\\/").encode()}
             caught[key] = not any(f in data for f in forms for data in outputs.values())
     return caught
 
 
+def _users_left(outputs: dict[str, bytes]) -> list[str]:
+    """The planted users still named anywhere (every place they were planted is replaced)."""
+    return [user for user in USERS if any(re.search(rb"\b%s\b" % user.encode(), data) for data in outputs.values())]
+
+
 def bench_scrub(folder: Path, values: dict[str, str]) -> float:
     texts = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-    texts = {k: v for k, v in texts.items() if is_text_member(k) and "/vendor/" not in k and not k.endswith(".env")}
+    texts = {k: v for k, v in texts.items() if is_text_member(k, v) and "/vendor/" not in k and not k.endswith(".env")}
     size = sum(map(len, texts.values()))
-    config = ScrubConfig(hostname="render-box.internal", username="vidbot")
+    told = ScrubConfig(hostname="render-box.internal", usernames=("vidbot",))
     start = time.perf_counter()
+    config = told.with_usernames(name for data in texts.values() for name in learn_user_names(data))
     results = {path: scrub_text(data, path, config) for path, data in texts.items()}
     elapsed = time.perf_counter() - start
     rate = size / 1e6 / elapsed
@@ -150,6 +193,8 @@ def bench_scrub(folder: Path, values: dict[str, str]) -> float:
           f"{sum(len(r.findings) for r in results.values())} findings)")
     missed = [k for k, ok in caught.items() if not ok]
     print(f"  planted kinds caught: {sum(caught.values())}/{len(caught)}" + (f"  MISSED: {missed}" if missed else ""))
+    left = _users_left({p: r.data for p, r in results.items()})
+    print(f"  users learnt and replaced: {len(USERS) - len(left)}/{len(USERS)}" + (f"  LEFT: {left}" if left else ""))
     return rate
 
 

@@ -1,4 +1,6 @@
-"""Screenshots of the review site for the README: the index, a series page and an episode page.
+"""Screenshots of the review site for the README: the index, a series page, an episode page, and
+what the archive publishes — a transcript page, the judge's answer, the findings in context — the
+search over every series and an invalid episode's page.
 
     make demo && .venv/bin/python docs/screenshots.py [--site .vae/review] [--out docs]
 
@@ -23,12 +25,24 @@ from vae_pipeline_tests.test_review_browser import CHROMIUM, LAUNCH_ARGS, open_p
 PROJECT = Path(__file__).resolve().parents[1]
 
 
-def pages(site: Path) -> dict[str, Path]:
-    """The first completed series with invalid episodes, and its episode with a freeze range."""
+def pages(site: Path) -> dict[str, tuple[Path, str | None]]:
+    """The first completed series with invalid episodes, its episode with a freeze range, and the
+    place on a page each shot shows (an element to scroll to, or `?q=` for the search)."""
     series = sorted((site / "series").glob("*.html"))[0]
     episodes = sorted((site / "episodes" / series.stem).glob("*.html"))
     with_freeze = next((p for p in episodes if 'class="mark freeze' in p.read_text()), episodes[0])
-    return {"review-index": site / "index.html", "review-series": series, "review-episode": with_freeze}
+    with_findings = next((p for p in episodes if 'class="command"' in p.read_text()), with_freeze)
+    transcripts = sorted((site / "episodes" / series.stem).glob("*/transcript-1.html"))
+    with_subagent = next((p for p in transcripts if 'class="subagent"' in p.read_text()), transcripts[0])
+    invalid = sorted((site / "episodes" / series.stem / "invalid").glob("*.html"))
+    shots = {"review-index": (site / "index.html", None), "review-series": (series, None),
+             "review-episode": (with_freeze, None), "review-judge": (with_freeze, "#judge"),
+             "review-findings": (with_findings, "#scrub"),
+             "review-transcript": (with_subagent, ".subagent" if 'class="subagent"' in with_subagent.read_text() else None),
+             "review-search": (site / "search.html", "?q=freeze")}
+    if invalid:
+        shots["review-invalid"] = (invalid[0], None)
+    return shots
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,13 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
-        for name, path in pages(args.site).items():
-            problems = open_page(page, path.as_uri())
+        for name, (path, place) in pages(args.site).items():
+            query = place if place and place.startswith("?") else ""
+            problems = open_page(page, path.as_uri() + query)
             if problems:
                 raise SystemExit(f"{path}: {problems}")
             if page.locator(".mark.freeze").count():  # show the playhead where a click took the video
                 page.locator(".mark.freeze").first.click()
                 page.wait_for_timeout(500)
+            if place and not query:
+                page.locator(place).first.scroll_into_view_if_needed()
+                page.evaluate(f"document.querySelector('{place}').scrollIntoView({{block: 'start'}})")
             shot = Image.open(io.BytesIO(page.screenshot()))
             shot = shot.resize((960, round(shot.height * 960 / shot.width)), Image.LANCZOS)
             shot.convert("RGB").quantize(colors=256).save(args.out / f"{name}.png", optimize=True)

@@ -8,6 +8,7 @@ import io
 import json
 import random
 import tarfile
+import zlib
 
 import pytest
 import zstandard
@@ -246,19 +247,28 @@ def test_slim_keeps_other_bytes_and_collapsed_json_maps_lines() -> None:
     assert slim_member("m.jsonl", untouched, ImageStore()).data == untouched
 
 
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+
+
 def test_image_blocks_alike_where_the_memo_samples_them_are_still_told_apart() -> None:
     """The parse memo keys a block by its length and a few samples; two blocks that agree there
     but differ elsewhere are two images, each block pointing to its own file."""
     png = _png(random.Random(6), 64)
-    first = json.dumps(_image_block(png))
-    at = len(first) // 8  # inside the base64, far from the head, quarters and tail samples
-    second = first[:at] + ("B" if first[at] != "B" else "C") + first[at + 1 :]
+    size = len(png)
+    # a private chunk over the first fifth of the file: a byte changed in it (CRC fixed) is
+    # another valid PNG, differing only between the memo's head and quarter samples
+    pictures = [png[:33] + _png_chunk(b"prVt", bytes([n]) * (size // 5)) + png[33:] for n in (0, 1)]
+    first, second = (json.dumps(_image_block(p)) for p in pictures)
     assert len(second) == len(first) and second != first
+    n = len(first)
+    assert [first[i : i + 64] for i in (n // 4, n // 2, 3 * n // 4, n - 64)] == \
+        [second[i : i + 64] for i in (n // 4, n // 2, 3 * n // 4, n - 64)]
     store = ImageStore()
     result = slim_member("messages.jsonl", f"{first}\n{second}\n{first}\n".encode(), store)
     paths = [json.loads(line)["path"] for line in result.data.decode().splitlines()]
-    decoded = [base64.b64decode(json.loads(text)["source"]["data"]) for text in (first, second)]
-    assert [p.split("/")[1].split(".")[0] for p in paths] == [hashlib.sha256(d).hexdigest() for d in (*decoded, decoded[0])]
+    assert [p.split("/")[1].split(".")[0] for p in paths] == [
+        hashlib.sha256(d).hexdigest() for d in (pictures[0], pictures[1], pictures[0])]
     assert len(store.files) == 2
 
 

@@ -19,6 +19,7 @@ from vae_pipeline.domain.bundle import ZSTD_LEVEL, ZSTD_WINDOW_LOG, build_bundle
 from vae_pipeline.domain.episode_files import SourceMember, archive_digests, episode_members, read_episode_files
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import CHUNK
+from vae_pipeline.domain.image_bytes import image_format, strip_metadata
 from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, scrub_text
 from vae_pipeline.domain.series import EpisodeEntry
 from vae_pipeline.domain.slim import ImageStore, slim_member
@@ -76,13 +77,13 @@ def test_streamed_archive_is_byte_identical_to_the_one_recorded_before_streaming
 
 def reference_archive(files: dict[str, bytes], config: ScrubConfig) -> bytes:
     """The archive packed the straightforward way, all in memory: the scrubbed, slimmed member
-    bytes in a `tarfile` GNU tar, compressed in one call."""
+    bytes (images without their metadata) in a `tarfile` GNU tar, compressed in one call."""
     store, archived = ImageStore(), {}
     for path in sorted(files):
         if exclusion_reason(path) is not None:
             continue
         data = slim_member(path, files[path], store)
-        archived[path] = data.data
+        archived[path] = strip_metadata(data.data) if image_format(data.data) else data.data
         if is_text_member(path, files[path]):
             archived[path] = scrub_text(data.data, path, config, line_map=data.line_map).data
     archived.update(store.files)
@@ -101,7 +102,7 @@ def reference_archive(files: dict[str, bytes], config: ScrubConfig) -> bytes:
 
 
 def test_sample_runs_pack_to_the_reference_bytes_from_folders_and_archives(sample_runs, tmp_path) -> None:
-    config = ScrubConfig(hostname=HARNESS_HOST, username=HARNESS_USER)
+    config = ScrubConfig(hostname=HARNESS_HOST, usernames=(HARNESS_USER,))
     good = [plan for plan in sample_runs.episodes if plan.bad is None]
     assert any(plan.archive for plan in good) and any(not plan.archive for plan in good)
     for plan in good:
@@ -180,7 +181,7 @@ def test_archive_digests_read_back_the_manifest_files(tmp_path) -> None:
 def test_image_cache_encodes_an_image_once_across_episodes_and_builds(tmp_path, monkeypatch) -> None:
     encoded = []
     real = slim._smallest
-    monkeypatch.setattr(slim, "_smallest", lambda raw, mime: encoded.append(raw) or real(raw, mime))
+    monkeypatch.setattr(slim, "_smallest", lambda raw: encoded.append(raw) or real(raw))
     cache = tmp_path / "cache"
     first = pack(pinned_episode(), tmp_path / "1.tar.zst", image_cache=cache)
     assert len(encoded) == 1
@@ -204,7 +205,7 @@ def _bundled(sample_runs, home, workers: int) -> list[dict]:
     rows = [{"id": p.episode_id, "series": p.series, "date": "2026-10-21", "is_archive": p.archive,
              "source": f"{p.episode_id}.tar.zst" if p.archive else p.episode_id}
             for p in sample_runs.episodes if p.bad is None]
-    config = ScrubConfig(hostname=HARNESS_HOST, username=HARNESS_USER)
+    config = ScrubConfig(hostname=HARNESS_HOST, usernames=(HARNESS_USER,))
     return list(bundle_rows(RunsRoot(path=str(sample_runs.root)), Warehouse(path=str(home)), rows, config, workers))
 
 

@@ -34,4 +34,5 @@ def test_definitions_hold_the_whole_graph():
                 if defs.resolve_asset_graph().get_check_spec(key).blocking}
     assert blocking == {"no_invalid_episodes", "no_scrub_findings", "files_match_manifests",
                         "delivered_videos_present", "rows_and_archives_agree", "jsonl_and_parquet_agree",
+                        "harness_committed", "benchmark_versioned", "one_actor_per_series",
                         "ranked_series_published", "no_bad_comparisons"}

@@ -75,7 +75,7 @@ snapshots, input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens
 video_ok, video_duration_s, video_aspect, fps, width, height, black_ranges, freeze_ranges, still,
 loop_seam, judge_frames, looked_at_final_render, judge_model, rubric_version,
 host_rubric_version, rubric_sha256, rehosted_at, previous_final_label, video, archive,
-archive_sha256, brief""".replace("\n", " ").split(",")]
+archive_sha256, brief, benchmark_version, actor_model_id, harness_commit""".replace("\n", " ").split(",")]
 
 
 # ------------------------------------------------------------------ writing the input by hand
@@ -91,7 +91,8 @@ class Log:
 
     def __init__(self) -> None:
         self.messages: list = [{"type": "system", "subtype": "init", "session_id": "sess-1",
-                                "tools": ["Bash", "Read", "Write", "Grep", "Glob"], "model": "claude-opus-5.5"}]
+                                "tools": ["Bash", "Read", "Write", "Grep", "Glob"], "model": "claude-opus-5.5",
+                                "claude_code_version": "2.1.310"}]
         self._ids = 0
 
     def assistant(self, *blocks: dict) -> Log:
@@ -657,6 +658,9 @@ def test_rows_are_the_valid_episodes_of_completed_series_in_contract_columns(bui
         for column in ("title", "family", "genre_id", "concept", "aspect", "duration_s", "difficulty",
                        "task_type", "bank"):
             assert row[column] == brief[column], (row["id"], column)
+        # the series' (write_series) and the init line's (Log)
+        assert (row["benchmark_version"], row["harness_commit"], row["actor_model_id"]) == \
+            ("1.2.0", "3f9c2e1", "claude-opus-5.5"), row["id"]
     parquet = pl.read_parquet(built["dataset"] / "data" / "episodes.parquet")  # as of the second build
     assert parquet.columns == CONTRACT_COLUMNS and parquet["id"].to_list() == PUBLISHED
     assert built["first"]["by_id"]["ui-card-001-s1"]["family"] == "ui-product"
@@ -763,6 +767,10 @@ def test_invalid_episodes_are_reported_with_file_line_and_reason(built):
     refusals = " ".join(c["description"] or "" for c in built["summary_12"]["checks"] if c["passed"] is False)
     assert "promo-gzip-010-s1" in refusals and "scene-dotdot-011-s1" in refusals, refusals
     assert "ui-badline-009-s2" not in refusals, refusals
+    # every series here ran committed code of benchmark 1.2.0 with one actor (write_series, Log)
+    passed = {c["check"]: c["passed"] for c in built["summary_12"]["checks"]}
+    assert [passed[name] for name in ("harness_committed", "benchmark_versioned", "one_actor_per_series")] == \
+        [True, True, True]
     # the '..' member was never written anywhere, and the runs root was never modified
     assert not (built["runs"].parent / "escape.txt").exists() and not (built["runs"] / "escape.txt").exists()
     assert built["after"] == built["before"]

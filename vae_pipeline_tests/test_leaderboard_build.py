@@ -95,6 +95,9 @@ def test_configs_load_and_the_card_shows_the_leaderboard(contest, tmp_path, monk
     assert [c["config_name"] for c in card.data.to_dict()["configs"]] == ["default", "leaderboard", "judge_agreement"]
     section = card.text.split("## Leaderboard", 1)[1].split("\n## ", 1)[0]
     assert "(leaderboard.png)" in section and "### pairwise · temporal" in section
+    # every series of the sample is of benchmark 1.2.0 (contract 4: the section names the version it ranks)
+    assert "Ranked within benchmark version 1.2 (series.json `benchmark_version` 1.2.x)" in section
+    assert "Not ranked:" not in section
     assert "| axis | confidence | lines | agreement |" in section
     assert (dataset / "leaderboard.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -155,3 +158,13 @@ def test_only_new_series_and_batches_recompute_it(contest):
     overall = {r["model"]: r for r in board(contest).filter(
         (pl.col("source") == "scores") & (pl.col("axis") == "overall")).to_dicts()}
     assert overall["vidgen-delta"]["rating"] == pytest.approx(overall["vidgen-gamma"]["rating"], abs=0.05)
+
+    # the same series under an older benchmark minor version: listed as not ranked, with the reason
+    (target / "series.json").write_text(json.dumps({**info, "benchmark_version": "1.1.7"}))
+    older = build(runs, dataset, rubric_version="1.0")
+    assert {"entrants", "leaderboard", "dataset_card"} <= set(older["materialized"])
+    assert "vidgen-delta" not in set(board(contest)["model"]) and "vidgen-gamma" in set(board(contest)["model"])
+    section = (dataset / "README.md").read_text().split("## Leaderboard", 1)[1].split("\n## ", 1)[0]
+    assert "Ranked within benchmark version 1.2 " in section
+    assert (f"- {target.name} (vidgen-delta, benchmark 1.1.7): benchmark 1.1.7: the leaderboard ranks benchmark "
+            "1.2, the newest minor version") in section

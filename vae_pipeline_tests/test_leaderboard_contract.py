@@ -9,7 +9,9 @@ the comments next to the input it comes from.
                                         ui-lb-003-s2 (scores 9, harness error: published, never ranked)
     2026-11-03-s3  completed, actor-c   ui-lb-001-s3 (scores 9): not in meta/evaluation.json -> unranked
     2026-11-04-s4  running,   actor-a   ui-lb-002-s4: not published
-    meta/evaluation.json: {"series": ["2026-11-01-s1", "2026-11-02-s2"]}
+    2026-11-05-s5  completed, actor-d   ui-lb-001-s5 (scores 10), benchmark 1.1.0 (the others 1.2.0):
+                                        listed, but runs compare within the newest minor version -> unranked
+    meta/evaluation.json: {"series": ["2026-11-01-s1", "2026-11-02-s2", "2026-11-05-s5"]}
 
 Bradley–Terry with two models: σ(θa − θb) = W_ab / (W_ab + W_ba), and the ratings are
 1000 ± 200·log10(W_ab / W_ba).
@@ -35,19 +37,19 @@ from vae_pipeline_tests.test_contract_independent import (
 )
 
 PROJECT_META = Path(__file__).resolve().parent.parent / "meta"
-S1, S2, S3, S4 = "2026-11-01-s1", "2026-11-02-s2", "2026-11-03-s3", "2026-11-04-s4"
+S1, S2, S3, S4, S5 = "2026-11-01-s1", "2026-11-02-s2", "2026-11-03-s3", "2026-11-04-s4", "2026-11-05-s5"
 A1, A2 = "ui-lb-001-s1", "ui-lb-002-s1"
 B1, B2, B3 = "ui-lb-001-s2", "ui-lb-002-s2", "ui-lb-003-s2"
-C1, A_RUNNING = "ui-lb-001-s3", "ui-lb-002-s4"
+C1, A_RUNNING, D1 = "ui-lb-001-s3", "ui-lb-002-s4", "ui-lb-001-s5"
 
 
-def write_series(root: Path, series_id: str, status: str, model: str) -> Path:
+def write_series(root: Path, series_id: str, status: str, model: str, benchmark: str = "1.2.0") -> Path:
     folder = root / series_id
     folder.mkdir(parents=True)
     (folder / "series.json").write_text(json.dumps({
         "series_id": series_id, "sample": series_id[-2:], "status": status, "created_at": "2026-11-01T08:00:00Z",
         "actor": {"model": model, "effort": "high", "sdk": "0.2.174", "cli": "2.1.310"},
-        "harness": {"version": "1.4.2", "commit": "3f9c2e1", "dirty": False}, "benchmark_version": "1.2.0"}))
+        "harness": {"version": "1.4.2", "commit": "3f9c2e1", "dirty": False}, "benchmark_version": benchmark}))
     return folder
 
 
@@ -72,6 +74,7 @@ def write_runs_root(root: Path) -> None:
     judged(s2, B3, 9, make_result("error", "API Error: 403 Forbidden"))
     judged(write_series(root, S3, "completed", "actor-c"), C1, 9)
     judged(write_series(root, S4, "running", "actor-a"), A_RUNNING, 9)
+    judged(write_series(root, S5, "completed", "actor-d", benchmark="1.1.0"), D1, 10)
     comparisons = root / "comparisons"
     (comparisons / "human").mkdir(parents=True)
     (comparisons / "batch-1.jsonl").write_text("\n".join([
@@ -97,7 +100,7 @@ def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("leaderboard-contract")
     meta = tmp / "meta"
     shutil.copytree(PROJECT_META, meta)
-    (meta / "evaluation.json").write_text(json.dumps({"series": [S1, S2]}))
+    (meta / "evaluation.json").write_text(json.dumps({"series": [S1, S2, S5]}))
     runs, dataset = tmp / "runs", tmp / "dataset"
     write_runs_root(runs)
     with pytest.MonkeyPatch.context() as mp:
@@ -182,7 +185,7 @@ def test_table_order_and_columns(built):
                              "losses", "ties", "vs_reference", "rounds_kept", "note"]
     keys = [(r["source"], r["axis"]) for r in board.to_dicts()]
     assert keys == sorted(keys)
-    assert "actor-c" not in set(board["model"])
+    assert "actor-c" not in set(board["model"]) and "actor-d" not in set(board["model"])
 
 
 def test_judge_agreement_by_hand(built):
@@ -225,3 +228,9 @@ def test_card_section(built):
     assert "| 1 | actor-a | 1074 | 1074–1074 | 2 |" in section
     assert "| =1 | actor-a | 1095 | 1000–1095 | 12 |" in section and "| =1 | actor-b | 905 | 905–1000 | 12 |" in section
     assert "| temporal | all | 3 | 33 % | 100 % | +0.040 |" in section
+    # the version it ranks, and who is not ranked for a reason of their series
+    assert "Ranked within benchmark version 1.2 (series.json `benchmark_version` 1.2.x)" in section
+    assert ("- 2026-11-05-s5 (actor-d, benchmark 1.1.0): benchmark 1.1.0: the leaderboard ranks benchmark 1.2, "
+            "the newest minor version") in section
+    assert "- 2026-11-03-s3 (actor-c, benchmark 1.2.0): its series is not listed in meta/evaluation.json" in section
+    assert S1 + " (" not in section and S2 + " (" not in section

@@ -241,3 +241,44 @@ def test_judge_agreement_by_hand():
     assert temporal["all"]["position_bias"] == pytest.approx((0.4 - 0.1 + 0.0) / 3)
     assert temporal["all"]["order_consistency"] is None  # no pair was judged in both orders
     assert table.height == 5 * 4
+
+
+def test_runs_are_ranked_within_the_newest_benchmark_minor_version():
+    from vae_pipeline.domain.leaderboard import (
+        HARNESS_ERROR,
+        NO_MODEL,
+        NO_VERSION,
+        NOT_LISTED,
+        rank_within_minor_version,
+        ranked_version,
+        unranked_series,
+    )
+    from vae_pipeline.domain.leaderboard_view import leaderboard_section
+
+    entrants = pl.DataFrame([
+        # series, model, harness_error, benchmark_version
+        ("new-a", "m1", False, "1.3.0"), ("new-b", "m2", False, "1.3.2"),
+        ("old", "m3", False, "1.2.9"),
+        ("unversioned", "m4", False, None), ("malformed", "m5", False, "1.3"),
+        ("crashed", "m6", True, "1.4.0"),   # a harness error of a newer version ranks nothing
+        ("unlisted", "m7", False, "2.0.0"),  # nor does a series meta/evaluation.json leaves out
+        ("nameless", None, False, "1.3.1"),
+    ], schema=["series", "model", "harness_error", "benchmark_version"], orient="row")
+    listed = [s for s in entrants["series"] if s != "unlisted"]
+    ranked = rank_within_minor_version(entrants, listed)
+    reasons = dict(zip(ranked["series"], ranked["not_ranked"]))
+    assert reasons == {
+        "new-a": None, "new-b": None,
+        "old": "benchmark 1.2.9: the leaderboard ranks benchmark 1.3, the newest minor version",
+        "unversioned": NO_VERSION, "malformed": NO_VERSION, "crashed": HARNESS_ERROR, "unlisted": NOT_LISTED,
+        "nameless": NO_MODEL,
+    }
+    assert ranked.filter("ranked")["series"].to_list() == ["new-a", "new-b"]
+    assert ranked_version(ranked) == "1.3"
+    assert [r["series"] for r in unranked_series(ranked)] == ["malformed", "nameless", "old", "unlisted",
+                                                              "unversioned"]
+    section = leaderboard_section(pl.DataFrame(), pl.DataFrame(), ranked)
+    assert "Ranked within benchmark version 1.3" in section
+    assert ("- old (m3, benchmark 1.2.9): benchmark 1.2.9: the leaderboard ranks benchmark 1.3, the newest "
+            "minor version") in section
+    assert f"- unversioned (m4, benchmark none): {NO_VERSION}" in section and "crashed" not in section

@@ -54,6 +54,11 @@ def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample
     assert code == 1 and "publishing refused" in out
     assert "dataset_episodes.no_invalid_episodes" in out and all(i["episode"] in out for i in invalid)
     assert "dataset_episodes.no_scrub_findings" in out and "scrub-allow.jsonl" in out
+    # the generator's provenance faults: a dirty series, an unversioned one, an episode of another model
+    planted = {"harness_committed": sample_runs.dirty_series, "benchmark_versioned": sample_runs.unversioned_series,
+               "one_actor_per_series": sample_runs.odd_actor_ids}
+    for check, names in planted.items():
+        assert names and all(n in out.split(f"dataset_episodes.{check}: ", 1)[1].splitlines()[0] for n in names)
     # the refusal names what is left out, as the plan does
     left = out[out.index("left out:"):].splitlines()[1:]
     assert [line.split(":")[0].strip() for line in left] == \
@@ -61,17 +66,25 @@ def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample
     assert "running, not completed" in out and "no readable series.json" in out
     assert hub.routes() == [], "a refused publish must not talk to the Hub"
 
-    # the operator's ways out: withhold the invalid episodes, accept the reviewed findings
+    # the operator's ways out: withhold the invalid episodes and the odd actor's, withhold the
+    # unversioned series, run the dirty series again from committed code, accept the reviewed findings
     _write_jsonl(pipeline_env["meta"] / "withheld.jsonl",
-                 [{"episode": i["episode"], "reason": "planted bad input"} for i in invalid])
+                 [{"episode": i["episode"], "reason": "planted bad input"} for i in invalid]
+                 + [{"episode": e, "reason": "ran another model"} for e in sample_runs.odd_actor_ids]
+                 + [{"series": s, "reason": "no benchmark version"} for s in sample_runs.unversioned_series])
+    for series in sample_runs.dirty_series:
+        info = json.loads((runs / series / "series.json").read_text())
+        (runs / series / "series.json").write_text(json.dumps({**info, "harness": {**info["harness"], "dirty": False}}))
     findings = [f for manifest in dataset.glob("episodes/*/*.json")
                 for f in json.loads(manifest.read_text())["scrub"]["findings"]]
     assert findings and all(set(f) >= {"file", "line", "kind", "value_sha256"} for f in findings)
     _write_jsonl(pipeline_env["meta"] / "scrub-allow.jsonl",
                  [{"file": f["file"], "kind": f["kind"], "sha256": f["value_sha256"]} for f in findings])
     rebuilt = build(runs, dataset)
-    assert "bundles" in rebuilt["materialized"] and "episodes" not in rebuilt["materialized"]
-    assert all(c["passed"] for c in rebuilt["checks"] if c["check"] in ("no_invalid_episodes", "no_scrub_findings"))
+    # the allow list re-bundles without parsing again; only the re-run series is parsed again
+    assert "bundles" in rebuilt["materialized"] and rebuilt["materialized"]["episodes"] == sample_runs.dirty_series
+    assert all(c["passed"] for c in rebuilt["checks"] if c["check"] in ("no_invalid_episodes", "no_scrub_findings",
+                                                                         *planted))
 
     local = {p.relative_to(dataset).as_posix(): p.read_bytes() for p in dataset.rglob("*") if p.is_file()}
     # what the pipeline did not write stays home: a killed write's temp file, an editor's backup
@@ -81,6 +94,7 @@ def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample
     code, out = _publish(capsys, dataset, "--runs", str(runs))
     assert code == 0 and "dry run: nothing was sent" in out, out
     assert all(f"episode {i['episode']}: withheld" in out for i in invalid) and "folder 2026-10-30-s9" in out
+    assert all(f"series {s}: withheld" in out for s in sample_runs.unversioned_series)
     assert all(f"  + {path} (" in out for path in local)
     assert "not ours, not sent: 2 files" in out and all(f"  ! {path} (" in out for path in strays)
 

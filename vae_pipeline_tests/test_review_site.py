@@ -1,9 +1,12 @@
 """The review site without a browser: incremental through `vae build` (a new series renders its
-own pages and the index, nothing else), the asset's link for the Dagster UI, `vae review`, and
-the gate report an episode page shows, worked out by hand."""
+own pages and the index, nothing else), the asset's link for the Dagster UI, `vae review`,
+`vae allow` accepting a finding shown on a page, shared ranks, and the gate report an episode page
+shows, worked out by hand."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -15,7 +18,12 @@ from vae_pipeline.cli import main
 from vae_pipeline.cli.build import build
 from vae_pipeline.domain import review_site
 from vae_pipeline.domain.host import gate_report
-from vae_pipeline.domain.review_site import SiteInputs, render_site
+from vae_pipeline.domain.review_site import (
+    Leaderboard,
+    SiteInputs,
+    leaderboard_tables,
+    render_site,
+)
 from vae_pipeline.domain.rubric import load_rubric
 from vae_pipeline.domain.scrub import ScrubConfig
 from vae_pipeline.sample.generator import generate
@@ -49,7 +57,7 @@ def two_then_three(tmp_path_factory):
         summary = build(runs, paths["dataset"])
         yield {"site": site, "before": before, "before_metadata": before_metadata, "after": mtimes(site),
                "metadata": latest_site_metadata(), "summary": summary, "series": (first, second, third),
-               "paths": paths, "sample": sample}
+               "paths": paths, "sample": sample, "runs": runs}
 
 
 def test_a_new_series_renders_its_pages_and_the_index_only(two_then_three):
@@ -58,10 +66,13 @@ def test_a_new_series_renders_its_pages_and_the_index_only(two_then_three):
     assert two_then_three["before_metadata"]["series_rendered"].value == [first, second]
     assert two_then_three["metadata"]["series_rendered"].value == [third]
     assert two_then_three["summary"]["materialized"]["review_site"] == [None]
-    new = sorted(set(after) - set(before))
-    assert new == sorted([f"series/{third}.html",
-                          *(f"episodes/{third}/{p.episode_id}.html" for p in two_then_three["sample"].episodes
-                            if p.series == third)])
+    new = set(after) - set(before)
+    episodes = [p.episode_id for p in two_then_three["sample"].episodes if p.series == third]
+    # the series page, each episode's page and its transcript with the images it shows: nothing else
+    assert {f"series/{third}.html", *(f"episodes/{third}/{e}.html" for e in episodes),
+            *(f"episodes/{third}/{e}/transcript-1.html" for e in episodes)} <= new
+    assert all(name == f"series/{third}.html" or name.startswith(f"episodes/{third}/") for name in new), new
+    assert any(name.startswith(f"episodes/{third}/{episodes[0]}/images/") for name in new)
     for series in (first, second):
         pages = [name for name in before if name.startswith((f"series/{series}", f"episodes/{series}/"))]
         assert pages and all(after[name] == before[name] for name in pages), series
@@ -153,9 +164,51 @@ def test_gate_report_without_a_video_fails_only_no_video():
 
 def test_values_the_scrub_leaves_as_findings_are_masked_on_the_pages():
     inputs = SiteInputs(rows=[], published=set(), withheld={}, checks=[], history={}, rubric=RUBRIC,
-                        scrub=ScrubConfig(hostname="gpu-07.render.internal", username="vae-runner"))
+                        scrub=ScrubConfig(hostname="gpu-07.render.internal", usernames=("vae-runner",)))
     brief = {"prompt": "mail jane.doe@example.com from 52.14.200.1; reviewed by vae-runner",
              "beats": [{"name": "call 34.1.2.3", "start_s": 0.0}], "duration_s": 8.0}
     assert inputs.masked(brief) == {
         "prompt": "mail <finding:email> from <finding:ip_address>; reviewed by <finding:user>",
         "beats": [{"name": "call <finding:ip_address>", "start_s": 0.0}], "duration_s": 8.0}
+
+
+def test_vae_allow_accepts_the_finding_a_page_shows_and_the_next_build_no_longer_blocks(two_then_three, capsys):
+    """The last test of the module: it builds again."""
+    paths, sample = two_then_three["paths"], two_then_three["sample"]
+    plan = next(p for p in sample.episodes if sample.series[p.series] == "completed")
+    page = (two_then_three["site"] / "episodes" / plan.series / f"{plan.episode_id}.html").read_text()
+    command = next(line for line in page.splitlines() if 'class="command"' in line and " email " in line)
+    _, where, kind = command.split("vae allow ", 1)[1].split(" --reason")[0].split(" ")[:3]  # id, FILE:LINE, kind
+    assert kind == "email" and where.startswith("messages.jsonl:")
+    assert main(["allow", plan.episode_id, where, kind, "--reason", "an invented address shown on screen"]) == 0
+    out = capsys.readouterr().out
+    assert plan.secrets["email"] not in out and "no longer blocks" in out
+    allowed = [json.loads(line) for line in (paths["meta"] / "scrub-allow.jsonl").read_text().splitlines()]
+    # the sha256 of the value the generator planted (the value itself is never stored)
+    assert allowed[-1] | {"allowed_at": None} == {
+        "file": "messages.jsonl", "kind": "email", "sha256": hashlib.sha256(plan.secrets["email"].encode()).hexdigest(),
+        "episode": plan.episode_id, "line": int(where.split(":")[1]), "reason": "an invented address shown on screen",
+        "allowed_at": None}
+    assert main(["allow", plan.episode_id, where, kind, "--reason", "again"]) == 0
+    assert "already accepts" in capsys.readouterr().out
+    assert main(["allow", plan.episode_id, "messages.jsonl:999999", "email", "--reason", "x"]) == 2
+    assert "has no finding messages.jsonl:999999 email" in capsys.readouterr().err
+    build(two_then_three["runs"], paths["dataset"])
+    table = pl.read_parquet(paths["home"] / "tables" / "episode_table" / "table.parquet")
+    findings = {(f["file"], f["line"], f["kind"]): f["allowed"]
+                for f in table.filter(pl.col("id") == plan.episode_id)["findings"][0]}
+    assert findings[("messages.jsonl", int(where.split(":")[1]), "email")] is True
+    assert not all(findings.values())  # the IP on that line and the session log's copy still block
+    evaluation = dg.DagsterInstance.get().get_latest_asset_check_evaluation_record(
+        dg.AssetCheckKey(dg.AssetKey("dataset_episodes"), "no_scrub_findings")).evaluation
+    named = [(i["id"], i["text"]) for i in evaluation.metadata["items"].value]
+    assert (plan.episode_id, f"{where} email") not in named and (plan.episode_id, f"{where} ip_address") in named
+    page = (two_then_three["site"] / "episodes" / plan.series / f"{plan.episode_id}.html").read_text()
+    assert f"vae allow {plan.episode_id} {where} email" not in page and f"vae allow {plan.episode_id} {where} ip_address" in page
+
+
+def test_a_shared_rank_reads_equals():
+    rows = [{"source": "scores", "axis": "overall", "rank": rank, "model": m, "rating": 1000.0, "lo": 990.0,
+             "hi": 1010.0, "battles": 10, "note": None} for rank, m in ((1, "a"), (1, "b"), (3, "c"), (None, "d"))]
+    (table,) = leaderboard_tables(Leaderboard(chart=None, ratings=rows, agreement=[]))["tables"]
+    assert [r["shown_rank"] for r in table["rows"]] == ["=1", "=1", "3", "–"]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 import random
 import re
 
 import pytest
+from PIL import Image
 
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.scrub import (
@@ -24,7 +26,11 @@ SPECS = kind_specs()
 
 
 def _config(spec: dict) -> ScrubConfig:
-    return ScrubConfig(**{spec["config"]: spec["example_value"]}) if spec.get("config") else ScrubConfig()
+    if spec.get("config") == "hostname":
+        return ScrubConfig(hostname=spec["example_value"])
+    if spec.get("config") == "usernames":
+        return ScrubConfig(usernames=(spec["example_value"],))
+    return ScrubConfig(usernames=tuple(spec.get("example_names", ())))
 
 
 def _cases(key: str) -> list:
@@ -70,8 +76,9 @@ def test_required_false_examples_are_present() -> None:
     assert any(re.fullmatch(r"commit [0-9a-f]{40}", e) for e in false)  # git SHA
     assert any(re.search(r"\b[0-9a-f]{64}\b", e) for e in false)  # sha256 hex
     assert any(re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-", e) for e in false)  # UUID
-    assert any("AKIA" in e and re.search(r"[A-Za-z0-9+/_-]{512,}", e) for e in false)  # base64 image data with AKIA
-    assert any("hf_" in e and re.search(r"[A-Za-z0-9+/_-]{512,}", e) for e in false)  # ... and with hf_
+    # long base64 (not an image, so scanned as text) with AKIA and hf_ inside a run
+    assert any("AKIA" in e and re.search(r"[A-Za-z0-9+/_-]{512,}", e) for e in false)
+    assert any("hf_" in e and re.search(r"[A-Za-z0-9+/_-]{512,}", e) for e in false)
     assert any(re.search(r"#[0-9a-f]{6}", e) for e in false)  # CSS colour
     assert {"task-sk-level", "desk-lamp"} <= set(false)
     assert any(e.startswith("/rooted") for e in false)
@@ -189,21 +196,41 @@ def test_untouched_lines_are_copied_byte_for_byte() -> None:
             assert out[i] == line
 
 
-def test_images_are_skipped_not_scrubbed() -> None:
+def _png_base64(rng: random.Random) -> str:
+    image = Image.frombytes("RGB", (40, 40), rng.randbytes(40 * 40 * 3))
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return base64.b64encode(out.getvalue()).decode()
+
+
+def test_only_base64_that_decodes_to_an_image_is_skipped() -> None:
     rng = random.Random(4)
     values = planted_values(rng)
-    image = base64.b64encode(rng.randbytes(600)).decode()
-    long_run = image[:300] + values["aws_access_key_id"] + "/home/abc" + image[300:]
-    svg = "data:image/svg+xml;utf8,<svg><text>ops@corp-mail.net/52.3.4.5</text></svg>"
-    short = "data:image/png;base64," + image[:100] + values["aws_access_key_id"]
-    data = json.dumps({"data": long_run, "url": svg, "icon": short}).encode()
-    result = scrub_text(data, "m.json", ScrubConfig())
-    assert result.data == data
+    key = values["aws_access_key_id"]
+    png = _png_base64(rng)
+    assert len(png) > 1024
+    inside = png[:600] + key + "/home/abc" + png[600:]  # inside a real image: image bytes, skipped
+    url = "data:image/png;base64," + png[:300] + key + png[300:]
+    image_doc = json.dumps({"data": inside, "url": url}).encode()
+    result = scrub_text(image_doc, "m.json", ScrubConfig())
+    assert result.data == image_doc
     assert result.findings == [] and result.redacted == 0
+
+    not_image = base64.b64encode(rng.randbytes(450)).decode()  # 600 characters that are no image
+    assert len(not_image) == 600
+    svg = "data:image/svg+xml;utf8,<svg><text>ops@corp-mail.net 52.3.4.5</text></svg>"
+    fake = "data:image/png;base64," + not_image[:100] + key
+    doc = json.dumps({"data": not_image + key, "url": svg, "icon": fake}).encode()
+    result = scrub_text(doc, "m.json", ScrubConfig())
+    assert key.encode() not in result.data
+    assert result.redacted_by_kind["aws_access_key_id"] == 2
+    loaded = json.loads(result.data)
+    assert loaded["data"] == not_image + "<redacted:aws_access_key_id>"
+    assert {f.kind for f in result.findings} == {"email", "ip_address"}
 
 
 def test_host_and_user_names() -> None:
-    config = ScrubConfig(hostname="ci-runner", username="vidbot")
+    config = ScrubConfig(hostname="ci-runner", usernames=("vidbot",))
     text = b"vidbot@ci-runner:~$ ls\nssh ci-runner.corp.lan\nci-runner is busy\nby VIDBOT\n"
     result = scrub_text(text, "s.txt", config)
     assert result.data.split(b"\n")[:3] == [

@@ -11,7 +11,7 @@ import polars as pl
 from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.assets.scrub_settings import scrub_config, scrub_source
 from vae_pipeline.domain.bundle import build_bundle
-from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.scrub import ScrubConfig
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings, Warehouse
@@ -34,10 +34,12 @@ def bundle_episode(runs_root: RunsRoot, warehouse: Warehouse, row: dict, config:
     out["id"] = row["id"]
     staged = warehouse.root / "bundles" / row["series"] / f"{row['id']}.tar.zst"
     try:
-        bundle = build_bundle(runs_root.members(row), staged, config=config, threads=zstd_threads,
-                              image_cache=warehouse.root / IMAGE_CACHE_DIR)
-    except BadInput as exc:
-        out["bundle_error"] = str(exc)
+        with reading(row["source"]):
+            bundle = build_bundle(runs_root.members(row), staged, config=config, threads=zstd_threads,
+                                  image_cache=warehouse.root / IMAGE_CACHE_DIR)
+    except BadInput as exc:  # any error: this episode is left out, the others go on
+        # the row names the episode's folder or archive as the file: a member's name stays in the reason
+        out["bundle_error"] = exc.reason if exc.file == row["source"] else str(exc)
         return out
     parts = {"files": bundle.files, "excluded": bundle.excluded, "vendor_files": bundle.vendor_files,
              "redacted_keys": bundle.redacted_keys, "scrub": bundle.scrub, "slimmed": bundle.slimmed}
@@ -64,7 +66,7 @@ def bundle_rows(runs_root: RunsRoot, warehouse: Warehouse, rows: list[dict], con
         yield from pool.map(lambda row: bundle_episode(runs_root, warehouse, row, config, zstd_threads), rows)
 
 
-@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="bundles-1",
+@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="bundles-2",
           group_name="series", kinds={"zstd"}, pool="bundles")  # vae_pipeline.engines.pools
 def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
             warehouse: Warehouse, scrub_settings: ScrubSettings,

@@ -28,9 +28,14 @@ def store_in_duckdb(warehouse: Warehouse, table: pl.DataFrame) -> None:
         con.execute("COMMIT")
 
 
+# A later stage's error column, and the file it names: any error of a stage on one episode makes
+# that episode (and only it) invalid. The episode's folder or archive when no one file is to blame.
+STAGE_ERRORS = {"render_error": pl.lit("out.mp4"), "label_error": pl.col("source"), "bundle_error": pl.col("source")}
+
+
 def join_stages(episodes: pl.DataFrame, *stages: pl.DataFrame) -> pl.DataFrame:
-    """One row per episode with every stage's columns; a bad judge.json or an archive that cannot
-    be bundled makes the episode invalid."""
+    """One row per episode with every stage's columns; a bad judge.json, an error of a later
+    stage or an archive that cannot be bundled makes the episode invalid."""
     if not episodes.height:
         return episodes
     table = episodes
@@ -53,12 +58,15 @@ def join_stages(episodes: pl.DataFrame, *stages: pl.DataFrame) -> pl.DataFrame:
             error_line=pl.when(bad_judge).then(pl.col("judge_error_line")).otherwise(pl.col("error_line")),
             error_reason=pl.when(bad_judge).then(pl.col("judge_error_reason")).otherwise(pl.col("error_reason")),
         )
-    if "bundle_error" in table.columns:
-        unbundled = pl.col("valid") & pl.col("bundle_error").is_not_null()
+    for column, file in STAGE_ERRORS.items():
+        if column not in table.columns:
+            continue
+        failed = pl.col("valid") & pl.col(column).is_not_null()
         table = table.with_columns(
-            error_file=pl.when(unbundled).then(pl.col("source")).otherwise(pl.col("error_file")),
-            error_reason=pl.when(unbundled).then(pl.col("bundle_error")).otherwise(pl.col("error_reason")),
-        ).with_columns(valid=pl.col("valid") & pl.col("bundle_error").is_null())
+            error_file=pl.when(failed).then(file).otherwise(pl.col("error_file")),
+            error_line=pl.when(failed).then(None).otherwise(pl.col("error_line")),
+            error_reason=pl.when(failed).then(pl.col(column)).otherwise(pl.col("error_reason")),
+        ).with_columns(valid=pl.col("valid") & pl.col(column).is_null())
     return table.with_columns(
         video=pl.when(pl.col("valid") & pl.col("delivered")).then(pl.format("videos/{}.mp4", pl.col("id"))),
     ).sort("series", "id")
@@ -109,7 +117,7 @@ def read_withheld(project_meta: ProjectMeta) -> tuple[set[str], set[str]]:
     return withheld_episodes, withheld_series
 
 
-@dg.asset(code_version="dataset_rows-1", group_name="dataset", kinds={"parquet"})
+@dg.asset(code_version="dataset_rows-2", group_name="dataset", kinds={"parquet"})
 def dataset_rows(context: dg.AssetExecutionContext, project_meta: ProjectMeta,
                  dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """`episodes.jsonl` and `data/episodes.parquet`: valid episodes of completed series, by id."""

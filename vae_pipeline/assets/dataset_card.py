@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.assets.leaderboard import entrants, human_votes, pairwise_judgments
+from vae_pipeline.assets.leaderboard import human_votes, pairwise_judgments
 from vae_pipeline.domain.card import render_card, stats_rows
 from vae_pipeline.domain.files import write_atomic
 from vae_pipeline.domain.leaderboard_view import leaderboard_section
@@ -13,18 +13,18 @@ from vae_pipeline.storage.resources import DatasetFolder
 from vae_pipeline.storage.versions import content_version, record_metadata
 
 
-# entrants and the comparisons: the leaderboard's blocking checks on this asset read them
-@dg.asset(code_version="dataset_card-1", group_name="dataset", kinds={"markdown"},
-          deps=[entrants, pairwise_judgments, human_votes])
+# the comparisons: the leaderboard's blocking checks on this asset read them (and entrants)
+@dg.asset(code_version="dataset_card-2", group_name="dataset", kinds={"markdown"},
+          deps=[pairwise_judgments, human_votes])
 def dataset_card(context: dg.AssetExecutionContext, dataset_folder: DatasetFolder,
                  dataset_rows: pl.DataFrame, rubric: pl.DataFrame, leaderboard: pl.DataFrame,
-                 judge_agreement: pl.DataFrame) -> dg.MaterializeResult:
-    """README.md with front matter (viewer configs), the stats and family tables, the leaderboard,
-    and the refresh time."""
+                 judge_agreement: pl.DataFrame, entrants: pl.DataFrame) -> dg.MaterializeResult:
+    """README.md with front matter (viewer configs), the stats and family tables, the leaderboard
+    (naming the benchmark version it ranks and the series it does not), and the refresh time."""
     rows = dataset_rows.to_dicts()
     refreshed_at = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
     series = sorted({row["series"] for row in rows})
-    board = leaderboard_section(leaderboard, judge_agreement)
+    board = leaderboard_section(leaderboard, judge_agreement, entrants)
     card = render_card(rows, refreshed_at=refreshed_at, rubric_version=rubric["version"][0], series=series,
                        leaderboard=board)
     write_atomic(dataset_folder.root / "README.md", card.encode())

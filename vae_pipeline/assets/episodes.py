@@ -6,9 +6,10 @@ import polars as pl
 from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.assets.scrub_settings import replacements_source, scrub_config
 from vae_pipeline.domain.episode import parse_episode
-from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.errors import BadInput, reading, unforeseen
 from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.json_schema import SchemaValidator
+from vae_pipeline.domain.provenance import series_facts
 from vae_pipeline.domain.series import (
     episode_entries,
     read_series_json,
@@ -30,6 +31,9 @@ EPISODES_SCHEMA = {
     "input_tokens": pl.Int64, "output_tokens": pl.Int64, "cache_read_tokens": pl.Int64,
     "cache_creation_tokens": pl.Int64, "harness_error": pl.Boolean,
     "looked_at_final_render": pl.Boolean, "delivered": pl.Boolean, "judged": pl.Boolean,
+    "actor_model_id": pl.String, "claude_code_version": pl.String, "actor_tools": pl.List(pl.String),
+    "request_shape_sha256": pl.String, "benchmark_version": pl.String, "harness_commit": pl.String,
+    "harness_dirty": pl.Boolean, "actor_cli": pl.String,
 }  # fmt: skip
 
 PREVIEW = ("id", "valid", "error_file", "error_line", "error_reason", "family", "aspect", "turns",
@@ -40,24 +44,45 @@ def parse_series(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings:
                  series_id: str) -> tuple[pl.DataFrame, str]:
     """Every episode row of one series, and the version of the files read."""
     series_dir = runs_root.series_dir(series_id)
-    try:
-        info = read_series_json(series_dir / "series.json")
-    except (BadInput, FileNotFoundError) as exc:
-        raise dg.Failure(description=f"series {series_id}: no readable series.json ({exc})") from None
     briefs = SchemaValidator.from_file(project_meta.required("brief.schema.json"))
     entries, _ = episode_entries(series_dir)
+    try:
+        with reading("series.json"):
+            info, unreadable = read_series_json(series_dir / "series.json"), None
+    except BadInput as exc:
+        # the series' episodes are reported invalid; the other series go on
+        info, unreadable = {"status": None}, exc
     rows, seen = [], set()
     scrub = scrub_config(scrub_settings)
+    provenance = series_facts(info)
     for entry in entries:
-        row = parse_episode(series_id, entry, briefs, scrub=scrub, size_limit=runs_root.max_unpacked_bytes)
+        row = parse_episode(series_id, entry, briefs, scrub=scrub, size_limit=runs_root.max_unpacked_bytes,
+                            max_line_bytes=runs_root.max_line_bytes)
+        if unreadable is not None:
+            row.update(valid=False, error_file=unreadable.file, error_line=unreadable.line,
+                       error_reason=f"the series' {unreadable.reason}")
         if row["valid"] and row["id"] in seen:
             row.update(valid=False, error_file=entry.name, error_line=None,
                        error_reason="duplicate episode id (a folder and an archive of the same run?)")
         seen.add(row["id"])
-        row["series_status"] = info["status"]
-        rows.append(row)
+        row.update(series_status=info["status"], **provenance)
+        rows.append(_fitting(row))
     frame = pl.DataFrame(rows, schema=EPISODES_SCHEMA)
     return frame.sort("id"), episodes_source(runs_root, project_meta, scrub_settings, series_id)
+
+
+def _fitting(row: dict) -> dict:
+    """The row, or the episode made invalid when a value does not fit its column: one such row
+    must not fail the table of every series."""
+    try:
+        pl.DataFrame([row], schema=EPISODES_SCHEMA)
+        return row
+    except Exception as exc:  # noqa: BLE001 — whatever it is, it is this row's
+        bad = unforeseen(exc, row["source"])
+        invalid = dict.fromkeys(EPISODES_SCHEMA)
+        invalid.update({k: row[k] for k in ("id", "series", "series_status", "source", "is_archive")},
+                       valid=False, warnings=[], error_file=bad.file, error_reason=bad.reason)
+        return invalid
 
 
 def episodes_source(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings,
@@ -68,7 +93,7 @@ def episodes_source(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settin
                            replacements_source(scrub_settings))
 
 
-@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="episodes-1",
+@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="episodes-2",
           group_name="series", kinds={"polars", "parquet"})
 def episodes(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
              scrub_settings: ScrubSettings) -> dg.Output[dict[str, pl.DataFrame]]:
@@ -85,7 +110,7 @@ def episodes(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_met
             "episodes": frame.height,
             "valid": frame.height - invalid.height,
             "invalid": invalid.height,
-            "series_status": frame["series_status"][0] if frame.height else "empty",
+            "series_status": (frame["series_status"][0] or "unknown") if frame.height else "empty",
             "warnings": int(frame["warnings"].list.len().sum() or 0),
             "preview": markdown_table(frame, PREVIEW),
         }

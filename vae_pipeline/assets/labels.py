@@ -18,6 +18,7 @@ import polars as pl
 from vae_pipeline.assets.meta import rubric_file
 from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.assets.verdicts import answer_of
+from vae_pipeline.domain.errors import unforeseen
 from vae_pipeline.domain.files import create_new
 from vae_pipeline.domain.host import carry_history, host_verdict
 from vae_pipeline.domain.rubric import AXES, RubricError, load_rubric
@@ -27,7 +28,7 @@ from vae_pipeline.storage.resources import ProjectMeta, Warehouse
 from vae_pipeline.storage.versions import series_output
 
 # The gate and rule code: bump when host.py changes how a label is computed.
-HOST_CODE_VERSION = "host-1"
+HOST_CODE_VERSION = "host-2"
 
 LABELS_SCHEMA = {
     "id": pl.String, "label": pl.String, "host_rule": pl.String, "host_gates_failed": pl.List(pl.String),
@@ -35,6 +36,7 @@ LABELS_SCHEMA = {
     "defects_critical": pl.Int64, "defects_major": pl.Int64, "defects_minor": pl.Int64,
     "host_rubric_version": pl.String, "rubric_sha256": pl.String, "rehosted_at": pl.String,
     "previous_final_label": pl.String, "stored_host_label": pl.String, "judge_rubric_version": pl.String,
+    "label_error": pl.String,  # why this episode's label could not be computed: it is made invalid
 }  # fmt: skip
 # What the checks read of each stage's stored table, for the series outside a run.
 CHECKED_COLUMNS = {"episodes": ("id", "valid"), "verdicts": ("judge_valid",), "labels": tuple(LABELS_SCHEMA)}
@@ -50,7 +52,8 @@ def facts_of(render: dict | None) -> dict | None:
 
 def compute_labels(episodes: pl.DataFrame, renders: pl.DataFrame, verdicts: pl.DataFrame, rubric,
                    previous: dict[str, dict], now: str) -> pl.DataFrame:
-    """The label columns of every valid episode whose judge.json (if any) is valid."""
+    """The label columns of every valid episode whose judge.json (if any) is valid; an episode
+    whose label cannot be computed gets only a `label_error`, and the others go on."""
     renders_by_id = {r["id"]: r for r in renders.iter_rows(named=True)}
     verdicts_by_id = {v["id"]: v for v in verdicts.iter_rows(named=True)}
     rows = []
@@ -58,16 +61,26 @@ def compute_labels(episodes: pl.DataFrame, renders: pl.DataFrame, verdicts: pl.D
         verdict = verdicts_by_id.get(episode["id"])
         if verdict is not None and not verdict["judge_valid"]:
             continue  # an invalid judge.json makes the episode invalid
-        computed = host_verdict(answer=answer_of(verdict) if verdict else None,
-                                facts=facts_of(renders_by_id.get(episode["id"])),
-                                delivered=episode["delivered"], brief=json.loads(episode["brief"]),
-                                harness_error=episode["harness_error"], rubric=rubric)
         stored = verdict["stored_host_label"] if verdict else None
-        history = carry_history(new_label=computed["label"], previous=previous.get(episode["id"]),
-                                stored_host_label=stored, now=now)
-        rows.append({"id": episode["id"], **computed, **history, "stored_host_label": stored,
-                     "judge_rubric_version": verdict["rubric_version"] if verdict else None})
+        try:
+            computed = host_verdict(answer=answer_of(verdict) if verdict else None,
+                                    facts=facts_of(renders_by_id.get(episode["id"])),
+                                    delivered=episode["delivered"], brief=json.loads(episode["brief"]),
+                                    harness_error=episode["harness_error"], rubric=rubric)
+            history = carry_history(new_label=computed["label"], previous=previous.get(episode["id"]),
+                                    stored_host_label=stored, now=now)
+            row = {"id": episode["id"], **computed, **history, "stored_host_label": stored,
+                   "judge_rubric_version": verdict["rubric_version"] if verdict else None}
+            pl.DataFrame([row], schema=LABELS_SCHEMA)  # fits its columns
+        except Exception as exc:  # noqa: BLE001 — whatever it is, only this episode is invalid
+            row = {"id": episode["id"], "label_error": unforeseen(exc, episode["source"]).reason}
+        rows.append(row)
     return pl.DataFrame(rows, schema=LABELS_SCHEMA)
+
+
+def labelled(frame: pl.DataFrame) -> pl.DataFrame:
+    """The rows that hold a label (not a `label_error`)."""
+    return frame.filter(pl.col("label_error").is_null()) if "label_error" in frame.columns else frame
 
 
 LABEL_STATE = "label_state"
@@ -107,7 +120,7 @@ def record_labels(warehouse: Warehouse, series: str, compute: Callable[[dict[str
         generation, previous = latest_state(warehouse, series)
         frame = compute(previous)
         rows = []
-        for r in frame.iter_rows(named=True):
+        for r in labelled(frame).iter_rows(named=True):
             before = previous.get(r["id"])
             changed = before is not None and before["label"] != r["label"]
             rows.append({"series": series, "id": r["id"], "label": r["label"], "rehosted_at": r["rehosted_at"],
@@ -153,9 +166,10 @@ def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehou
             lambda previous, s=series: compute_labels(episodes[s], renders[s], verdicts[s], loaded, previous, now), now)
         frames[series] = frame
         transitions = Counter(f"{_label_name(old)} → {_label_name(new)}" for old, new in changes)
-        counts = Counter(_label_name(label) for label in frame["label"].to_list())
+        counts = Counter(_label_name(label) for label in labelled(frame)["label"].to_list())
         metadata[series] = {
             "episodes": frame.height,
+            "label_errors": frame.height - labelled(frame).height,
             "host_rubric_version": loaded.version,
             "labels": dg.MetadataValue.json(dict(sorted(counts.items()))),
             "labels_changed": len(changes),
@@ -192,11 +206,12 @@ def label_problems(series: str, episodes: pl.DataFrame, verdicts: pl.DataFrame, 
                    rubric_version: str) -> tuple[str | None, list[dict]]:
     """One series' part of the two checks: why its labels do not add up (None when they do), and
     its labels that differ from the host label judge.json stored under the same rubric version."""
-    counts = Counter(_label_name(label) for label in frame["label"].to_list())
+    counts = Counter(_label_name(label) for label in labelled(frame)["label"].to_list())
     expected = episodes.filter(pl.col("valid")).height - verdicts.filter(~pl.col("judge_valid")).height
-    problem = None if sum(counts.values()) == expected == frame.height else (
+    expected -= frame.height - labelled(frame).height  # label errors make their episodes invalid
+    problem = None if sum(counts.values()) == expected == labelled(frame).height else (
         f"{series}: {dict(sorted(counts.items()))} add up to {sum(counts.values())} of {expected} labelled episodes")
-    drifted = frame.filter((pl.col("judge_rubric_version") == rubric_version)
+    drifted = labelled(frame).filter((pl.col("judge_rubric_version") == rubric_version)
                            & pl.col("stored_host_label").is_not_null()
                            & (pl.col("stored_host_label") != pl.col("label").fill_null("unjudged"))).to_dicts()
     return problem, drifted

@@ -22,9 +22,12 @@ from vae_pipeline.domain.leaderboard import (
     Entrant,
     bad_lines_frame,
     combine_orders,
+    rank_within_minor_version,
     ranked_series,
+    ranked_version,
     read_judgments,
     read_votes,
+    unranked_series,
 )
 from vae_pipeline.domain.leaderboard import (
     judge_agreement as agreement_table,
@@ -45,6 +48,7 @@ HUMAN_DIR = "human"
 ENTRANT_SCHEMA = {
     "id": pl.String, "series": pl.String, "brief_id": pl.String, "model": pl.String, "ranked": pl.Boolean,
     "harness_error": pl.Boolean, **{f"score_{axis}": pl.Int64 for axis in SCORE_AXES},
+    "benchmark_version": pl.String, "not_ranked": pl.String,
 }  # fmt: skip
 
 
@@ -72,12 +76,13 @@ def entrants_source(runs_root: RunsRoot, project_meta: ProjectMeta) -> str:
                            sorted(actor_models(runs_root).items()))
 
 
-@dg.asset(code_version="entrants-1", group_name="leaderboard", kinds={"polars"})
+@dg.asset(code_version="entrants-2", group_name="leaderboard", kinds={"polars"})
 def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
              episodes: dict[str, pl.DataFrame], verdicts: dict[str, pl.DataFrame],
              bundles: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
     """Every published episode with its actor model, its judge's scores, and whether it is ranked
-    (its series is listed in `meta/evaluation.json`, or there is none; not a harness error)."""
+    (its series is listed in `meta/evaluation.json`, or there is none; not a harness error; of the
+    newest benchmark minor version), or why not."""
     try:
         listed = read_evaluation(project_meta)
     except BadInput as exc:
@@ -88,15 +93,13 @@ def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_met
     models = actor_models(runs_root)
     unjudged = [pl.lit(None, pl.Int64).alias(f"answer_{axis}") for axis in SCORE_AXES
                 if f"answer_{axis}" not in published.columns]  # no stored verdict has rows
-    frame = pl.DataFrame(schema=ENTRANT_SCHEMA) if not published.height else published.with_columns(
-        *unjudged, model=pl.col("series").replace_strict(models, default=None, return_dtype=pl.String),
-    ).select(
-        "id", "series", "brief_id", "model",
-        ranked=(pl.col("series").is_in(listed) if listed is not None else pl.lit(True))
-        & ~pl.col("harness_error").fill_null(False) & pl.col("model").is_not_null(),
-        harness_error="harness_error",
-        **{f"score_{axis}": f"answer_{axis}" for axis in SCORE_AXES},
-    ).cast(ENTRANT_SCHEMA)
+    frame = pl.DataFrame(schema=ENTRANT_SCHEMA) if not published.height else rank_within_minor_version(
+        published.with_columns(
+            *unjudged, model=pl.col("series").replace_strict(models, default=None, return_dtype=pl.String),
+        ).select(
+            "id", "series", "brief_id", "model", harness_error=pl.col("harness_error").fill_null(False),
+            **{f"score_{axis}": f"answer_{axis}" for axis in SCORE_AXES}, benchmark_version="benchmark_version",
+        ), listed).select(*ENTRANT_SCHEMA).cast(ENTRANT_SCHEMA)
     ranked = frame.filter("ranked")
     # the listing is part of the version: a listed series that is not published changes no row, but
     # must re-render the card so that its check `ranked_series_published` runs again
@@ -105,6 +108,10 @@ def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_met
         "ranked": ranked.height,
         "models": dg.MetadataValue.json(dict(sorted(ranked.group_by("model").len().iter_rows()))),
         "ranked_series": dg.MetadataValue.json(sorted(set(ranked["series"]))),
+        "benchmark_version_ranked": ranked_version(frame) or "none",
+        "not_ranked": markdown_table(pl.DataFrame(unranked_series(frame), schema={
+            "series": pl.String, "model": pl.String, "benchmark_version": pl.String, "reason": pl.String}),
+            ("series", "model", "benchmark_version", "reason")),
         **record_metadata(context, entrants_source(runs_root, project_meta)),
     })
 

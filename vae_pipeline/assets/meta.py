@@ -8,7 +8,6 @@ import dagster as dg
 import polars as pl
 
 from vae_pipeline.assets.metadata import markdown_table
-from vae_pipeline.domain.episode import load_json
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version, write_atomic
 from vae_pipeline.domain.json_schema import SchemaValidator
@@ -18,6 +17,7 @@ from vae_pipeline.domain.rubric import (
     load_rubric,
     rubric_in_force,
 )
+from vae_pipeline.domain.strict_json import loads
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, meta_problem
 from vae_pipeline.storage.versions import content_version, frame_version, record_metadata
 
@@ -39,7 +39,7 @@ def read_brief_bank(meta: Path, schema: Path) -> pl.DataFrame:
             if not line.strip():
                 continue
             try:
-                brief = load_json(line.encode(), path.name)
+                brief = loads(line.encode(), path.name)
                 validator.validate(brief, line, path.name)
             except BadInput as exc:
                 raise BadInput(path.name, exc.reason, line=lineno) from None

@@ -12,8 +12,9 @@ from PIL import Image
 
 from vae_pipeline.assets.meta import rubric_file
 from vae_pipeline.assets.metadata import markdown_table
+from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.files import link_or_copy, sha256_file, write_atomic
-from vae_pipeline.domain.renders import RenderJob, iter_renders
+from vae_pipeline.domain.renders import VIDEO, RenderJob, iter_renders
 from vae_pipeline.domain.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.rubric import load_rubric
 from vae_pipeline.domain.sampler import sample_times
@@ -28,8 +29,9 @@ RENDERS_SCHEMA = {
     "freeze_ranges": RANGES, "still": pl.Boolean, "loop_seam": pl.Float64, "video_error": pl.String,
     "judge_frames": JUDGE_FRAMES, "video_size": pl.Int64, "video_sha256": pl.String, "staged_video": pl.String,
     "contact_sheet": pl.String, "analysis_key": pl.String,
+    "render_error": pl.String,  # an error no check foresaw: the episode is made invalid
 }  # fmt: skip
-RENDERS_CODE_VERSION = "renders-2"
+RENDERS_CODE_VERSION = "renders-3"
 CONTACT_SHEETS_SHOWN = 3
 
 
@@ -116,16 +118,20 @@ def render_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, wareho
     previous = previous_analyses(warehouse, series)
     jobs, todo, rows = [], [], []
     for row in delivered:
-        staged = stage_video(runs_root, row, videos_root / f"{row['id']}.mp4")
-        sha = sha256_file(staged)
-        key = content_version(RENDERS_CODE_VERSION, sampler_settings, row["brief"], sha)
+        try:
+            with reading(VIDEO):
+                staged = stage_video(runs_root, row, videos_root / f"{row['id']}.mp4")
+                sha = sha256_file(staged)
+                key = content_version(RENDERS_CODE_VERSION, sampler_settings, row["brief"], sha)
+                sample = _sampler(json.loads(row["brief"]), sampler_settings.frames, sampler_settings.min_gap_s)
+        except BadInput as exc:
+            rows.append({"id": row["id"], "video_ok": False, "video_error": str(exc), "render_error": str(exc)})
+            continue
         if _reusable(previous.get(row["id"]), key, warehouse):
             rows.append(previous[row["id"]])
             continue
         todo.append((row, sha, key, staged))
-        jobs.append(RenderJob(staged, _sampler(json.loads(row["brief"]), sampler_settings.frames,
-                                               sampler_settings.min_gap_s),
-                              frames_root / row["id"], sampler_settings.jpeg_quality))
+        jobs.append(RenderJob(staged, sample, frames_root / row["id"], sampler_settings.jpeg_quality))
     context.log.info(f"{series}: analysing {len(jobs)} videos on {os.cpu_count()} cores ({len(rows)} unchanged)")
     # each video's decode, JPEGs and contact sheet run on a worker; results arrive in order
     shown = []
@@ -144,7 +150,8 @@ def render_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, wareho
             "video_size": staged.stat().st_size, "video_sha256": sha,
             "staged_video": staged.relative_to(warehouse.root).as_posix(),
             "contact_sheet": sheet.relative_to(warehouse.root).as_posix() if sheet else None,
-            "analysis_key": key,
+            "analysis_key": None if rendered.error else key,  # a crash is tried again next time
+            "render_error": rendered.error,
         })
     frame = pl.DataFrame(rows, schema=RENDERS_SCHEMA).sort("id")
     return frame, {

@@ -11,9 +11,13 @@ import polars as pl
 from vae_pipeline.assets.dataset import WITHHELD
 from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
-from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS
+from vae_pipeline.assets.publish_checks import ITEMS, PUBLISH_CHECKS
 from vae_pipeline.assets.scrub_settings import scrub_config
-from vae_pipeline.domain.dataset_files import AGREEMENT_PARQUET, LEADERBOARD_CHART, LEADERBOARD_PARQUET
+from vae_pipeline.domain.dataset_files import (
+    AGREEMENT_PARQUET,
+    LEADERBOARD_CHART,
+    LEADERBOARD_PARQUET,
+)
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.review_site import (
@@ -27,7 +31,12 @@ from vae_pipeline.domain.review_site import (
 from vae_pipeline.domain.rows import load_withheld
 from vae_pipeline.domain.rubric import load_rubric
 from vae_pipeline.storage.checks import check_outcomes
-from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, ScrubSettings, Warehouse
+from vae_pipeline.storage.resources import (
+    DatasetFolder,
+    ProjectMeta,
+    ScrubSettings,
+    Warehouse,
+)
 from vae_pipeline.storage.versions import content_version, record_metadata
 
 LEADERBOARD_FILES = (LEADERBOARD_CHART, LEADERBOARD_PARQUET, AGREEMENT_PARQUET)
@@ -48,8 +57,13 @@ def latest_checks(instance: dg.DagsterInstance) -> list[CheckResult]:
     when not evaluated)."""
     specs = [spec for check in PUBLISH_CHECKS for spec in check.check_specs]
     outcomes = check_outcomes(instance, [spec.key for spec in specs])
-    return [CheckResult(spec.name, spec.description or "", outcomes[spec.key].passed, outcomes[spec.key].description)
-            for spec in specs]
+    results = []
+    for spec in specs:
+        outcome = outcomes[spec.key]
+        items = outcome.metadata.get(ITEMS)
+        results.append(CheckResult(spec.name, spec.description or "", outcome.passed, outcome.description,
+                                   items.value if isinstance(items, dg.JsonMetadataValue) else []))
+    return results
 
 
 def label_history(warehouse: Warehouse) -> dict[str, list[dict]]:

@@ -1,7 +1,7 @@
 """The scrub's settings as the assets that scrub (`episodes` for the brief, `bundles`) see them."""
 
 from vae_pipeline.domain.files import files_version
-from vae_pipeline.domain.scrub import ScrubConfig
+from vae_pipeline.domain.scrub import ScrubConfig, parse_user_names
 from vae_pipeline.domain.scrub_allow import load_allow_list
 from vae_pipeline.storage.resources import ProjectMeta, ScrubSettings
 from vae_pipeline.storage.versions import content_version
@@ -12,7 +12,7 @@ ALLOW_LIST = "scrub-allow.jsonl"
 def scrub_config(settings: ScrubSettings, project_meta: ProjectMeta | None = None) -> ScrubConfig:
     """What the scrub replaces; with `project_meta`, also the reviewed findings it lets through."""
     allow = load_allow_list(project_meta.root / ALLOW_LIST) if project_meta else frozenset()
-    return ScrubConfig(hostname=settings.harness_hostname or None, username=settings.harness_user or None,
+    return ScrubConfig(hostname=settings.harness_hostname or None, usernames=parse_user_names(settings.harness_user),
                        allow=allow)
 
 

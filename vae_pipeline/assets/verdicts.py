@@ -8,7 +8,7 @@ import dagster as dg
 import polars as pl
 
 from vae_pipeline.assets.metadata import markdown_table
-from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.judge import parse_judge
 from vae_pipeline.domain.rubric import AXES
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
@@ -32,26 +32,33 @@ def answer_of(row: dict) -> dict | None:
             "defects": [{"severity": s} for s in row["defect_severities"] or []]}
 
 
+JUDGE = "judge.json"
+
+
 def read_verdict(runs_root: RunsRoot, row: dict) -> dict:
+    """The verdicts row of one judged episode; any error reading it makes only this row invalid."""
     out = dict.fromkeys(VERDICTS_SCHEMA)
     out["id"] = row["id"]
     try:
-        files = runs_root.read_files(row, lambda name: name == "judge.json")
-        judge = parse_judge(files.data["judge.json"].decode("utf-8", errors="replace"))
+        with reading(JUDGE):
+            files = runs_root.read_files(row, lambda name: name == JUDGE, as_json=True)
+            judge = parse_judge(files.data[JUDGE].decode("utf-8", errors="replace"))
+            answer = judge["answer"]
+            parsed = dict(judge_valid=True, judge_model=judge["judge_model"], rubric_version=judge["rubric_version"],
+                          judged_at=judge["judged_at"], judge_verdict=answer.get("verdict"),
+                          stored_host_label=judge["stored_host_label"],
+                          defect_severities=[d["severity"] for d in answer.get("defects", [])],
+                          **{f"answer_{axis}": answer["scores"][axis] for axis in AXES})
+            pl.DataFrame([{**out, **parsed}], schema=VERDICTS_SCHEMA)  # fits its columns
     except BadInput as exc:
         out.update(judge_valid=False, judge_error_file=exc.file, judge_error_line=exc.line,
                    judge_error_reason=exc.reason)
         return out
-    answer = judge["answer"]
-    out.update(judge_valid=True, judge_model=judge["judge_model"], rubric_version=judge["rubric_version"],
-               judged_at=judge["judged_at"], judge_verdict=answer.get("verdict"),
-               stored_host_label=judge["stored_host_label"],
-               defect_severities=[d["severity"] for d in answer.get("defects", [])],
-               **{f"answer_{axis}": answer["scores"][axis] for axis in AXES})
+    out.update(parsed)
     return out
 
 
-@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="verdicts-1",
+@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="verdicts-2",
           group_name="series", kinds={"parquet"})
 def verdicts(context: dg.AssetExecutionContext, runs_root: RunsRoot,
              episodes: dict[str, pl.DataFrame]) -> dg.Output[dict[str, pl.DataFrame]]:

@@ -1,7 +1,7 @@
 """Bringing the graph up to date: which series exist, what is stale, which runs to launch next.
 
 Shared by `vae build`, the nightly schedule and the sensors, so that all of them agree on
-what "stale" means (see `freshness`).
+what "stale" means (see `storage.versions`).
 """
 
 from __future__ import annotations

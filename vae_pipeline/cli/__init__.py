@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from vae_pipeline.cli.allow import cmd_allow
 from vae_pipeline.cli.build import cmd_build, cmd_demo, cmd_sample
 from vae_pipeline.cli.common import CliError, scrubbed
 from vae_pipeline.cli.leaderboard import cmd_leaderboard
@@ -77,6 +78,13 @@ def parser() -> argparse.ArgumentParser:
     pub.add_argument("--yes", action="store_true", help="really publish (one commit)")
     pub.add_argument("--pr", action="store_true", help="open a pull request instead of committing to main")
     pub.set_defaults(func=cmd_publish)
+
+    allow = sub.add_parser("allow", help="accept a reviewed scrub finding (appends it to meta/scrub-allow.jsonl)")
+    allow.add_argument("episode", help="the episode id")
+    allow.add_argument("where", metavar="FILE:LINE", help="the finding's file and line, as the review site shows them")
+    allow.add_argument("kind", help="the finding's kind (email, ip_address, credential, user, hostname)")
+    allow.add_argument("--reason", required=True, help="why the value may be published")
+    allow.set_defaults(func=cmd_allow)
 
     board = sub.add_parser("leaderboard", help="print the latest leaderboard (from the last build)")
     board.add_argument("--source", choices=SOURCES, help="scores or pairwise (default: both)")

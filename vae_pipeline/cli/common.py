@@ -12,7 +12,7 @@ import dagster as dg
 
 from vae_pipeline.domain.files import sweep_temp_files
 from vae_pipeline.domain.line_scrub import scrub_line
-from vae_pipeline.domain.scrub import ScrubConfig
+from vae_pipeline.domain.scrub import ScrubConfig, parse_user_names
 from vae_pipeline.engines.instance import open_instance, postgres_url, writer_lock
 from vae_pipeline.engines.recovery import reconcile
 from vae_pipeline.engines.settings import apply_defaults
@@ -25,7 +25,7 @@ class CliError(Exception):
 def scrubbed(text: str) -> str:
     """What the CLI prints passes through the scrub: a line about an input may quote it."""
     names = ScrubConfig(hostname=os.environ.get("VAE_HARNESS_HOSTNAME") or None,
-                        username=os.environ.get("VAE_HARNESS_USER") or None)
+                        usernames=parse_user_names(os.environ.get("VAE_HARNESS_USER", "")))
     return scrub_line(text, names)
 
 
@@ -65,13 +65,13 @@ def run_error(result: dg.ExecuteInProcessResult) -> str:
     return "run failed"
 
 
-def episode_table_rows(warehouse, query: str) -> list[tuple]:
+def episode_table_rows(warehouse, query: str, parameters: tuple = ()) -> list[tuple]:
     """The rows `query` selects from the warehouse's episode_table (none before the first build)."""
     if not warehouse.database.exists():
         return []
     with warehouse.connect() as con:
         tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        return con.execute(query).fetchall() if "episode_table" in tables else []
+        return con.execute(query, list(parameters)).fetchall() if "episode_table" in tables else []
 
 
 def recovered_instance(env: dict[str, str], *, holds_writer_lock: bool = False) -> dg.DagsterInstance:
@@ -98,3 +98,4 @@ def writing(env: dict[str, str]) -> Iterator[dg.DagsterInstance]:
     home (and on a Postgres instance); a second one waits for the first, saying so."""
     with writer_lock(env, say):
         yield recovered_instance(env, holds_writer_lock=True)
+

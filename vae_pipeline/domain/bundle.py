@@ -6,9 +6,11 @@ window, compressed in zstd's multi-threaded mode, whose output is the same for a
 worker threads (1 or 16), so the bytes do not depend on the machine's cores.
 
 Memory stays bounded whatever the episode's size: each member is read once, as a stream; a
-text member is slimmed and scrubbed on its own and its result spooled to a temp file (the
-images it moves out must be known before the tar reaches `images/`); binary members of a run
-folder are copied straight from the input into the tar; left-out files are never read except
+text member is slimmed on its own and spooled to a temp file (the images it moves out must be
+known before the tar reaches `images/`), then read back and scrubbed once every member's user
+names are known, its result spooled in turn; binary members of a run folder are copied straight
+from the input into the tar (images but for their metadata, which is stripped); left-out files
+are never read except
 the vendored runtimes, hashed in chunks; the tar is compressed as it is written, into a temp
 file renamed into place.
 
@@ -36,7 +38,8 @@ import zstandard
 from vae_pipeline.domain.episode_files import SourceMember
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import CHUNK, atomic_writer, sha256_stream
-from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, scrub_text
+from vae_pipeline.domain.image_bytes import image_format, strip_metadata
+from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, learn_user_names, scrub_text
 from vae_pipeline.domain.slim import IMAGE_DIR, ImageStore, SlimStats, slim_member
 
 # Level 12 with a 128 MiB long-distance window: request blobs repeat the conversation so far,
@@ -48,6 +51,8 @@ VENDOR_DIR = "work/assets/vendor/"
 NODE_MODULES_DIR = "work/node_modules/"
 # is_text_member decides from a member's first 64 KiB
 TEXT_SNIFF_BYTES = 65536
+# an image member is read whole to strip its metadata: a larger one is refused, not read
+IMAGE_MEMBER_LIMIT = 64 << 20
 _TAR_RECORD = tarfile.RECORDSIZE
 _TAR_BLOCK = tarfile.BLOCKSIZE
 
@@ -215,6 +220,8 @@ class _Packer:
         self.placeholders: Counter[str] = Counter()
         self.redacted: Counter[str] = Counter()
         self.findings: list = []
+        self.user_names: set[str] = set()  # of every home directory the episode's text names
+        self.unscrubbed: dict[str, tuple[_Pending, list[int] | None]] = {}  # slimmed text, its line map
 
     def add(self, member: SourceMember) -> None:
         path = member.path
@@ -228,26 +235,40 @@ class _Packer:
             return
         with member.open() as handle:
             if is_text_member(path):  # by its extension: read whole at once
-                self.pending[path] = self.spool.add(self._text(path, handle.read()))
+                self._text(path, handle.read())
                 return
             head = handle.read(TEXT_SNIFF_BYTES)
             if is_text_member(path, head):
-                self.pending[path] = self.spool.add(self._text(path, head + handle.read()))
+                self._text(path, head + handle.read())
+            elif image_format(head):  # its text chunks and EXIF are not archived
+                if member.size > IMAGE_MEMBER_LIMIT:
+                    raise BadInput(path, f"image larger than {IMAGE_MEMBER_LIMIT >> 20} MiB: its metadata is not "
+                                         "stripped in memory, so it is not archived")
+                self.pending[path] = self.spool.add(strip_metadata(head + handle.read()))
             elif member.reopenable:
                 self.pending[path] = _Pending(member.size, lambda: _copy_chunks(member.open, member.size, path))
             else:
                 self.pending[path] = self.spool.add(head, rest=handle)
 
-    def _text(self, path: str, data: bytes) -> bytes:
-        """Slim (JSON/JSONL), then scrub; findings name lines of the input file."""
+    def _text(self, path: str, data: bytes) -> None:
+        """Slim (JSON/JSONL) and spool; learn the user names the member's home directories give."""
         slimmed = slim_member(path, data, self.store)
         if slimmed.stats.bytes_before:
             self.slim_stats += slimmed.stats
-        result = scrub_text(slimmed.data, path, self.config, line_map=slimmed.line_map)
-        self.placeholders.update(result.placeholders)
-        self.redacted.update(result.redacted_by_kind)
-        self.findings.extend(result.findings)
-        return result.data
+        self.user_names.update(learn_user_names(slimmed.data))
+        self.unscrubbed[path] = (self.spool.add(slimmed.data), slimmed.line_map)
+
+    def scrub_texts(self) -> None:
+        """Scrub every text member with every user name met in the episode (contract 3: the
+        names of any of its files apply to all); findings name lines of the input file."""
+        config = self.config.with_usernames(self.user_names)
+        for path, (slimmed, line_map) in self.unscrubbed.items():
+            result = scrub_text(_joined(slimmed), path, config, line_map=line_map)
+            self.placeholders.update(result.placeholders)
+            self.redacted.update(result.redacted_by_kind)
+            self.findings.extend(result.findings)
+            self.pending[path] = self.spool.add(result.data)
+        self.unscrubbed.clear()
 
     def add_images(self) -> None:
         for path, data in self.store.files.items():
@@ -306,7 +327,8 @@ def build_bundle(
     """Pack an episode's files into `target` (written atomically) and return the manifest parts.
 
     Order: exclusions, then slimming of JSON/JSONL members, then the scrub of every text member
-    (findings name lines of the input files), then the images, then the tar.zst. `threads` is
+    with the user names learnt from all of them (findings name lines of the input files), then
+    the images, then the tar.zst. `threads` is
     zstd's worker count (any count gives the same bytes); `image_cache` is the folder of
     slimmed images shared by every build.
     """
@@ -318,6 +340,7 @@ def build_bundle(
         packer = _Packer(config, store, spool)
         for member in members:
             packer.add(member)
+        packer.scrub_texts()
         packer.add_images()
         headers = {path: _tar_header(path, p.size) for path, p in packer.pending.items()}
         tar_size = _tar_size(headers, packer.pending)

@@ -6,18 +6,22 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import UTC, datetime
+from typing import BinaryIO
 
-from vae_pipeline.domain.episode_files import DEFAULT_SIZE_LIMIT, read_episode_files
-from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.episode_files import DEFAULT_SIZE_LIMIT, EpisodeFiles, read_episode_files
+from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.json_schema import SchemaValidator, contract_validator
-from vae_pipeline.domain.line_scrub import scrub_line
-from vae_pipeline.domain.messages import count_messages, token_columns
+from vae_pipeline.domain.messages import MessageCounts, count_messages, token_columns
+from vae_pipeline.domain.provenance import ACTOR_COLUMNS, REQUEST_SHAPE, actor_facts
 from vae_pipeline.domain.scrub import ScrubConfig, scrub_text
-from vae_pipeline.domain.series import EpisodeEntry, is_episode_id
+from vae_pipeline.domain.series import EpisodeEntry, episode_id_reason, is_episode_id, masked_name, shown_episode_id
+from vae_pipeline.domain.strict_json import DEFAULT_MAX_LINE_BYTES, loads
 
-REQUIRED_FILES = ("brief.json", "result.json", "messages.jsonl")
+MESSAGES = "messages.jsonl"  # streamed, never held whole
+REQUIRED_FILES = ("brief.json", "result.json", MESSAGES)
 BRIEF_COLUMNS = (
     "brief_id", "title", "family", "genre_id", "concept", "aspect", "duration_s",
     "difficulty", "task_type", "bank",
@@ -29,22 +33,13 @@ EPISODE_COLUMNS = (
     "warnings", "sample", *BRIEF_COLUMNS, "loop", "brief", "result_status", "started_at", "date",
     "turns", "tool_calls", "images_read", "renders", "snapshots", "input_tokens",
     "output_tokens", "cache_read_tokens", "cache_creation_tokens", "harness_error",
-    "looked_at_final_render", "delivered", "judged",
+    "looked_at_final_render", "delivered", "judged", *ACTOR_COLUMNS,
 )  # fmt: skip
-
-
-def load_json(data: bytes, file: str) -> object:
-    try:
-        return json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise BadInput(file, f"is not valid JSON ({exc.msg})", line=exc.lineno) from None
-    except UnicodeDecodeError:
-        raise BadInput(file, "is not UTF-8 text") from None
 
 
 def _check_result(data: bytes) -> dict:
     text = data.decode("utf-8", errors="replace")
-    result = load_json(data, "result.json")
+    result = loads(data, "result.json")
     contract_validator("result").validate(result, text, "result.json")
     return result
 
@@ -66,6 +61,7 @@ def parse_episode(
     *,
     scrub: ScrubConfig | None = None,
     size_limit: int = DEFAULT_SIZE_LIMIT,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> dict:
     """The episode's row (EPISODE_COLUMNS); invalid episodes keep their id, file, line and reason.
 
@@ -77,28 +73,43 @@ def parse_episode(
                is_archive=entry.is_archive, valid=False, warnings=[])
     try:
         if not is_episode_id(entry.episode_id):
-            # the name is all there is to call it by: kept scrubbed (a folder named after a key)
-            row.update(id=scrub_line(entry.episode_id), source=scrub_line(entry.name))
-            raise BadInput(entry.name, "folder or archive name is not a valid episode id")
-        files = read_episode_files(entry, lambda name: name in REQUIRED_FILES, size_limit=size_limit)
-        row.update(_parse_files(entry.episode_id, files.data, files.sizes, briefs, row["warnings"],
-                                scrub or ScrubConfig()))
+            # the name is all there is to call it by: never shown as it is (a folder named after a key)
+            row.update(id=shown_episode_id(entry.episode_id), source=masked_name(entry.name))
+            raise BadInput(row["source"], episode_id_reason(entry.episode_id))
+        with reading(row["source"]):
+            # a JSON file is one JSON text: held whole, so no larger than a line may be
+            files = read_episode_files(entry, lambda name: name in REQUIRED_FILES or name == REQUEST_SHAPE,
+                                       size_limit=size_limit,
+                                       streamed={MESSAGES: functools.partial(_count, max_line_bytes=max_line_bytes)},
+                                       max_file_bytes=max_line_bytes)
+            row.update(_parse_files(entry.episode_id, files, briefs, row["warnings"], scrub or ScrubConfig()))
         row["valid"] = True
     except BadInput as exc:
         row.update(error_file=exc.file, error_line=exc.line, error_reason=exc.reason)
     return row
 
 
-def _parse_files(episode_id: str, data: dict[str, bytes], sizes: dict[str, int],
-                 briefs: SchemaValidator, warnings: list[str], scrub: ScrubConfig) -> dict:
+def _count(handle: BinaryIO, max_line_bytes: int) -> MessageCounts:
+    with reading(MESSAGES):
+        return count_messages(handle, MESSAGES, max_line_bytes)
+
+
+def _parse_files(episode_id: str, files: EpisodeFiles, briefs: SchemaValidator, warnings: list[str],
+                 scrub: ScrubConfig) -> dict:
+    data, sizes = files.data, files.sizes
     for name in REQUIRED_FILES:
-        if name not in data:
+        if name not in data and name not in files.streamed:
             raise BadInput(name, "required file is missing")
-    brief_text = data["brief.json"].decode("utf-8", errors="replace")
-    briefs.validate(load_json(data["brief.json"], "brief.json"), brief_text, "brief.json")
-    brief = json.loads(scrub_text(data["brief.json"], "brief.json", scrub).data)
-    result = _check_result(data["result.json"])
-    counts = count_messages(data["messages.jsonl"])
+    with reading("brief.json"):
+        brief_text = data["brief.json"].decode("utf-8", errors="replace")
+        briefs.validate(loads(data["brief.json"], "brief.json"), brief_text, "brief.json")
+        brief = loads(scrub_text(data["brief.json"], "brief.json", scrub).data, "brief.json")
+    with reading("result.json"):
+        result = _check_result(data["result.json"])
+        date = utc_date(result["started_at"])
+    counts = files.read(MESSAGES)
+    with reading(REQUEST_SHAPE):
+        shape = loads(data[REQUEST_SHAPE], REQUEST_SHAPE) if REQUEST_SHAPE in data else None
 
     brief_id, _, sample = episode_id.rpartition("-")
     if brief["brief_id"] != brief_id:
@@ -116,7 +127,7 @@ def _parse_files(episode_id: str, data: dict[str, bytes], sizes: dict[str, int],
         "brief": json.dumps(brief, ensure_ascii=False),
         "result_status": result["status"],
         "started_at": result["started_at"],
-        "date": utc_date(result["started_at"]),
+        "date": date,
         "turns": counts.turns,
         "tool_calls": counts.tool_calls,
         "images_read": counts.images_read,
@@ -127,4 +138,5 @@ def _parse_files(episode_id: str, data: dict[str, bytes], sizes: dict[str, int],
         "looked_at_final_render": counts.looked_at_final_render,
         "delivered": "out.mp4" in sizes,
         "judged": "judge.json" in sizes,
+        **actor_facts(counts.init, shape),
     }

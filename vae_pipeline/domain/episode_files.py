@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import stat
 import tarfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
@@ -19,7 +19,7 @@ import zstandard
 
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import sha256_stream
-from vae_pipeline.domain.series import ZSTD_MAGIC, EpisodeEntry
+from vae_pipeline.domain.series import ZSTD_MAGIC, EpisodeEntry, credential_name_reason, masked_name, name_credentials
 
 DEFAULT_SIZE_LIMIT = 4 * 1024**3
 
@@ -40,18 +40,31 @@ class SourceMember:
 
 @dataclass
 class EpisodeFiles:
-    """The listing of an episode (every file and its size) and the bytes of the files asked for."""
+    """The listing of an episode (every file and its size), the bytes of the files asked for, and
+    what the streamed files' readers made of them (or the BadInput they raised)."""
 
     sizes: dict[str, int] = field(default_factory=dict)
     data: dict[str, bytes] = field(default_factory=dict)
+    streamed: dict[str, object] = field(default_factory=dict)
+
+    def read(self, name: str) -> object:
+        """What the reader of streamed file `name` returned; raises the BadInput it raised."""
+        outcome = self.streamed[name]
+        if isinstance(outcome, BadInput):
+            raise outcome
+        return outcome
 
 
 def episode_members(entry: EpisodeEntry, *, size_limit: int | None = DEFAULT_SIZE_LIMIT) -> Iterator[SourceMember]:
     """Every file of the episode, in listing order, checked as it comes (None: no size limit);
-    raises BadInput."""
+    raises BadInput. A file whose name holds a credential shape makes the episode invalid: its
+    name is published (the manifest's files or excluded lists), the credential with it."""
     reader = _archive_members if entry.is_archive else _folder_members
     total = 0
     for member in reader(entry.path):
+        kinds = name_credentials(member.path)
+        if kinds:
+            raise BadInput(masked_name(member.path), credential_name_reason("the file name", kinds))
         total += member.size
         if size_limit is not None and total > size_limit:
             raise BadInput(member.path, f"archive unpacks past the size limit ({size_limit:,} bytes)")
@@ -63,12 +76,27 @@ def read_episode_files(
     wanted: Callable[[str], bool],
     *,
     size_limit: int = DEFAULT_SIZE_LIMIT,
+    streamed: Mapping[str, Callable[[BinaryIO], object]] | None = None,
+    max_file_bytes: int | None = None,
 ) -> EpisodeFiles:
-    """List every file of the episode and read the ones `wanted` selects; raises BadInput."""
+    """List every file of the episode and read the ones `wanted` selects; raises BadInput, also
+    (before reading it) for a wanted file larger than `max_file_bytes` (None: no such limit).
+
+    A file `streamed` names is never held whole: its reader gets it as an open stream, and the
+    BadInput it raises is kept for the caller to raise in its own order of checks."""
     files = EpisodeFiles()
     for member in episode_members(entry, size_limit=size_limit):
         files.sizes[member.path] = member.size
-        if wanted(member.path):
+        if streamed and member.path in streamed:
+            with member.open() as handle:
+                try:
+                    files.streamed[member.path] = streamed[member.path](handle)
+                except BadInput as exc:
+                    files.streamed[member.path] = exc
+        elif wanted(member.path):
+            if max_file_bytes is not None and member.size > max_file_bytes:
+                raise BadInput(member.path, f"is larger than the line limit ({max_file_bytes:,} bytes, "
+                                            "VAE_MAX_LINE_BYTES): not read")
             with member.open() as handle:
                 files.data[member.path] = handle.read()
     return files

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from vae_pipeline.domain.line_scrub import scrub_line
 
 
@@ -14,3 +17,21 @@ class BadInput(Exception):
         self.file, self.reason, self.line = scrub_line(file), scrub_line(reason), line
         where = f"{self.file}:{line}" if line is not None else self.file
         super().__init__(f"{where}: {self.reason}")
+
+
+def unforeseen(exc: Exception, file: str) -> BadInput:
+    """An error no check foresaw while reading `file` of one episode, as that episode's BadInput:
+    the error's type and the first line of its message, so the stage goes on with the others."""
+    first_line = next(iter(str(exc).splitlines()), "")[:200]
+    return BadInput(file, f"could not be processed ({type(exc).__name__}{': ' + first_line if first_line else ''})")
+
+
+@contextmanager
+def reading(file: str) -> Iterator[None]:
+    """Inside, any error but a BadInput becomes the BadInput of `file` (see `unforeseen`)."""
+    try:
+        yield
+    except BadInput:
+        raise
+    except Exception as exc:  # noqa: BLE001 — the point: any error, as this file's BadInput
+        raise unforeseen(exc, file) from None

@@ -7,18 +7,8 @@ name the field, never its value.
 
 from __future__ import annotations
 
-import json
-
-from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.json_schema import contract_validator
-
-
-class _NotJson(Exception):
-    """NaN or Infinity: Python's json reads them, JSON has no such numbers."""
-
-
-def _reject_constant(name: str) -> None:
-    raise _NotJson("not valid JSON: NaN and Infinity are not JSON numbers")
+from vae_pipeline.domain.strict_json import loads
 
 
 def parse_judge(text: str, file: str = "judge.json") -> dict:
@@ -27,12 +17,7 @@ def parse_judge(text: str, file: str = "judge.json") -> dict:
 
     Raises BadInput with the file, the line, and a one-line reason.
     """
-    try:
-        doc = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise BadInput(file, f"not valid JSON: {exc.msg}", line=exc.lineno) from None
-    except _NotJson as exc:
-        raise BadInput(file, str(exc)) from None
+    doc = loads(text, file)
     contract_validator("judge").validate(doc, text, file)
     return {
         "judge_model": doc["judge_model"],

@@ -8,7 +8,6 @@ by a vectorised Newton method (all rounds' small Hessians solved in one batched 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -17,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from vae_pipeline.domain.episode import load_json
 from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.provenance import minor_version
 from vae_pipeline.domain.rubric import AXES as SCORE_AXES
+from vae_pipeline.domain.strict_json import loads
 
 PAIRWISE_AXES = ("engagement", "prompt_intent", "composition", "temporal", "craft")
 OVERALL = "overall"
@@ -78,25 +78,73 @@ def ranked_series(path: Path) -> list[str] | None:
     """The series `meta/evaluation.json` lists, or None when there is no such file (raises BadInput)."""
     if not path.exists():
         return None
-    value = load_json(path.read_bytes(), EVALUATION)
+    value = loads(path.read_bytes(), EVALUATION)
     listed = value.get("series") if isinstance(value, dict) else None
     if not isinstance(listed, list) or not all(isinstance(s, str) for s in listed):
         raise BadInput(EVALUATION, "must be an object whose 'series' is a list of series ids")
     return listed
 
 
+# ---------------------------------------------------------------- who is ranked
+
+NOT_LISTED = f"its series is not listed in meta/{EVALUATION}"
+NO_MODEL = "its series.json names no actor.model"
+HARNESS_ERROR = "harness error"
+NO_VERSION = "its series.json has no benchmark_version MAJOR.MINOR.PATCH"
+
+
+def _version_name(minor: tuple[int, int]) -> str:
+    return f"{minor[0]}.{minor[1]}"
+
+
+def rank_within_minor_version(frame: pl.DataFrame, listed: list[str] | None) -> pl.DataFrame:
+    """`frame` (series, model, harness_error, benchmark_version) with `not_ranked`, the reason an
+    entrant is not ranked (null when it is), and `ranked`. Runs compare within one benchmark minor
+    version: of the entrants that would be ranked, those of the newest minor version are."""
+    def first_reason(row: dict) -> str | None:
+        if listed is not None and row["series"] not in listed:
+            return NOT_LISTED
+        if row["model"] is None:
+            return NO_MODEL
+        return HARNESS_ERROR if row["harness_error"] else None
+
+    reasons = [first_reason(row) for row in frame.iter_rows(named=True)]
+    minors = [minor_version(v) for v in frame["benchmark_version"]]
+    newest = max((m for m, reason in zip(minors, reasons) if m and reason is None), default=None)
+    for i, (minor, version) in enumerate(zip(minors, frame["benchmark_version"])):
+        if reasons[i] is None and minor is None:
+            reasons[i] = NO_VERSION
+        elif reasons[i] is None and minor != newest:
+            reasons[i] = (f"benchmark {version}: the leaderboard ranks benchmark {_version_name(newest)}, "
+                          "the newest minor version")
+    return frame.with_columns(not_ranked=pl.Series(reasons, dtype=pl.String)).with_columns(
+        ranked=pl.col("not_ranked").is_null())
+
+
+def ranked_version(entrants: pl.DataFrame) -> str | None:
+    """The benchmark minor version (`1.2`) the leaderboard ranks; None when nobody is ranked."""
+    minors = {minor_version(v) for v in entrants.filter("ranked")["benchmark_version"]} if entrants.height else set()
+    return _version_name(minors.pop()) if len(minors) == 1 and None not in minors else None
+
+
+def unranked_series(entrants: pl.DataFrame) -> list[dict]:
+    """Each published series not ranked for a reason of its own (not listed, no model, another or
+    no benchmark version): series, model, benchmark_version, reason."""
+    if not entrants.height:
+        return []
+    series = entrants.filter(pl.col("not_ranked").is_not_null() & (pl.col("not_ranked") != HARNESS_ERROR))
+    return series.select("series", "model", "benchmark_version", reason="not_ranked").unique().sort(
+        "series").to_dicts()
+
+
 # ---------------------------------------------------------------- reading comparison lines
-
-
-def _reject_constant(_: str) -> None:
-    raise _Bad("not valid JSON (NaN and Infinity are not JSON numbers)")
 
 
 def _json_object(text: str) -> dict:
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise _Bad(f"not valid JSON ({exc.msg})") from None
+        value = loads(text, "")
+    except BadInput as exc:
+        raise _Bad(exc.reason) from None
     if not isinstance(value, dict):
         raise _Bad("not a JSON object")
     return value

@@ -5,28 +5,38 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-import polars as pl
+import matplotlib
 
-from vae_pipeline.domain.leaderboard import BUCKETS, OVERALL, PAIRWISE_AXES, SOURCES
-from vae_pipeline.domain.rubric import AXES as SCORE_AXES
+matplotlib.use("Agg")  # no display: files only
+import matplotlib.pyplot as plt  # noqa: E402
+import polars as pl  # noqa: E402
+
+from vae_pipeline.domain.leaderboard import (  # noqa: E402
+    BUCKETS,
+    OVERALL,
+    PAIRWISE_AXES,
+    SOURCES,
+    ranked_version,
+    unranked_series,
+)
+from vae_pipeline.domain.rubric import AXES as SCORE_AXES  # noqa: E402
 
 AXES_OF = {"scores": (*SCORE_AXES, OVERALL), "pairwise": (*PAIRWISE_AXES, OVERALL)}
 
 
-def _rank(rank: int | None, shared: bool) -> str:
-    if rank is None:
-        return "–"
-    return f"={rank}" if shared else str(rank)
+def shown_ranks(rows: Sequence[dict]) -> list[str]:
+    """Each row's rank as people read it: a rank two rows share reads `=2`, no rank `–`."""
+    ranks = [row["rank"] for row in rows]
+    return ["–" if rank is None else f"={rank}" if ranks.count(rank) > 1 else str(rank) for rank in ranks]
 
 
 def axis_table(rows: Sequence[dict]) -> str:
     """rank, model, rating (integer), interval `lo–hi`, battles; a shared rank reads `=2`."""
-    ranks = [row["rank"] for row in rows]
     lines = ["| rank | model | rating | interval | battles |", "|---|---|---|---|---|"]
-    for row in rows:
+    for row, rank in zip(rows, shown_ranks(rows), strict=True):
         rating = "–" if row["rating"] is None else f"{row['rating']:.0f}"
         interval = "–" if row["lo"] is None else f"{row['lo']:.0f}–{row['hi']:.0f}"
-        lines.append(f"| {_rank(row['rank'], ranks.count(row['rank']) > 1)} | {row['model']} | {rating} | "
+        lines.append(f"| {rank} | {row['model']} | {rating} | "
                      f"{interval} | {row['battles']:,} |")
     notes = sorted({row["note"] for row in rows if row["note"]})
     return "\n".join(lines + ([""] + [f"_{note}_" for note in notes] if notes else []))
@@ -34,11 +44,10 @@ def axis_table(rows: Sequence[dict]) -> str:
 
 def text_table(rows: Sequence[dict]) -> str:
     """The same columns as `axis_table`, aligned for a terminal."""
-    ranks = [row["rank"] for row in rows]
     cells = [("rank", "model", "rating", "interval", "battles")] + [(
-        _rank(row["rank"], ranks.count(row["rank"]) > 1), row["model"],
-        "–" if row["rating"] is None else f"{row['rating']:.0f}",
-        "–" if row["lo"] is None else f"{row['lo']:.0f}–{row['hi']:.0f}", f"{row['battles']:,}") for row in rows]
+        rank, row["model"], "–" if row["rating"] is None else f"{row['rating']:.0f}",
+        "–" if row["lo"] is None else f"{row['lo']:.0f}–{row['hi']:.0f}", f"{row['battles']:,}")
+        for row, rank in zip(rows, shown_ranks(rows), strict=True)]
     widths = [max(len(line[i]) for line in cells) for i in range(5)]
     lines = ["  ".join(c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
              for line in cells]
@@ -72,17 +81,33 @@ def _signed(value: float | None) -> str:
     return "–" if value is None else f"{value:+.3f}"
 
 
-def leaderboard_section(table: pl.DataFrame, agreement: pl.DataFrame) -> str:
+def version_lines(entrants: pl.DataFrame) -> list[str]:
+    """Which benchmark minor version is ranked, and each published series that is not, with why."""
+    version = ranked_version(entrants)
+    lines = [f"Ranked within benchmark version {version} (series.json `benchmark_version` {version}.x): runs "
+             "compare within one minor version, the newest." if version else
+             "No series is ranked: none is of a benchmark version that can be ranked."]
+    unranked = unranked_series(entrants)
+    if unranked:
+        lines += ["", "Not ranked:", ""] + [
+            f"- {row['series']} ({row['model'] or 'no model'}, benchmark {row['benchmark_version'] or 'none'}): "
+            f"{row['reason']}" for row in unranked]
+    return lines
+
+
+def leaderboard_section(table: pl.DataFrame, agreement: pl.DataFrame, entrants: pl.DataFrame) -> str:
     """The card's `## Leaderboard` section (without its heading)."""
+    versions = ["", *version_lines(entrants)] if entrants.height else []
     if not table.height:
-        return ("No leaderboard yet: it needs at least two actor models (series.json `actor.model`) "
-                "judged on the same briefs.")
+        return "\n".join([("No leaderboard yet: it needs at least two actor models (series.json `actor.model`) "
+                           "judged on the same briefs."), *versions])
     parts = ["Actor models ranked by Bradley–Terry ratings on the Elo scale (mean 1000; 400 points is "
              "10 : 1 odds) with 95 % bootstrap intervals over briefs; models whose intervals overlap share a "
              "rank (`=2`). Source `scores`: the judge's scores of two episodes of the same brief; source "
              "`pairwise`: a pairwise judge's preferences, both orders combined. Tables: "
              "`data/leaderboard.parquet` (config `leaderboard`), `data/judge_agreement.parquet` "
-             "(config `judge_agreement`).", "", "![Ratings with their intervals, one panel per axis](leaderboard.png)"]
+             "(config `judge_agreement`).", *versions, "",
+             "![Ratings with their intervals, one panel per axis](leaderboard.png)"]
     for source in SOURCES:
         for axis in axes_in(table, source):
             parts += ["", f"### {source} · {axis}", "", axis_table(rows_of(table, source, axis))]
@@ -97,11 +122,6 @@ def leaderboard_section(table: pl.DataFrame, agreement: pl.DataFrame) -> str:
 
 def leaderboard_chart(table: pl.DataFrame) -> bytes:
     """PNG: one panel per source and axis, each model's rating as a dot with its interval as a bar."""
-    import matplotlib  # here, not at import: it costs every `vae` command most of a second
-
-    matplotlib.use("Agg")  # no display: files only
-    import matplotlib.pyplot as plt
-
     panels = [(source, axis) for source in SOURCES for axis in axes_in(table, source)]
     columns = max((len(axes_in(table, s)) for s in SOURCES), default=1) or 1
     sources = [s for s in SOURCES if axes_in(table, s)] or ["scores"]

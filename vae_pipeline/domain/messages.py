@@ -1,15 +1,16 @@
 """The dataset's counting columns, derived from `messages.jsonl` by the contract's rules.
 
-Only counts and flags leave this module: message text is never kept, so nothing the agent
+Only counts, flags and the init line (scrubbed by its reader) leave this module: message text is never kept, so nothing the agent
 saw or wrote (secrets, home paths) reaches the pipeline's own storage.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from vae_pipeline.domain.errors import BadInput
+from vae_pipeline.domain.strict_json import DEFAULT_MAX_LINE_BYTES, jsonl
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 TOKEN_FIELDS = {
@@ -30,22 +31,18 @@ class MessageCounts:
     looked_at_final_render: bool = False
     result_usage: dict | None = None  # usage of the last `result` message, if any
     result_text_has_403: bool = False
+    init: dict | None = None  # the main agent's first system/init line: what ran (read by domain.provenance)
 
 
-def count_messages(data: bytes, file: str = "messages.jsonl") -> MessageCounts:
-    """Walk the SDK messages in order; raises BadInput naming the line of any malformed one."""
+def count_messages(data: bytes | BinaryIO, file: str = "messages.jsonl",
+                   max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> MessageCounts:
+    """Walk the SDK messages in order, reading the file as a stream (bytes or an open file);
+    raises BadInput naming the line of any malformed one."""
     counts = MessageCounts()
     last_render_step = -1
     last_image_read_step = -1
     step = 0
-    for lineno, raw in enumerate(data.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            message = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
-            raise BadInput(file, f"line is not valid JSON ({reason})", line=lineno) from None
+    for lineno, message in jsonl(data, file, max_line_bytes):
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             raise BadInput(file, "line must be a JSON object with a string 'type'", line=lineno)
         kind = message["type"]
@@ -70,6 +67,9 @@ def count_messages(data: bytes, file: str = "messages.jsonl") -> MessageCounts:
                     if "hyperframes snapshot" in command:
                         counts.snapshots += 1
                         last_render_step = step
+        elif (kind == "system" and message.get("subtype") == "init" and message.get("parent_tool_use_id") is None
+              and counts.init is None):
+            counts.init = message
         elif kind == "result":
             usage = message.get("usage")
             if usage is not None and not isinstance(usage, dict):

@@ -19,11 +19,13 @@ import av
 from PIL import Image
 
 from vae_pipeline.domain.contact_sheet import TILE_WIDTH, contact_sheet
+from vae_pipeline.domain.errors import unforeseen
 from vae_pipeline.domain.files import write_atomic
 from vae_pipeline.domain.sampler import encode_frame, write_frames
-from vae_pipeline.domain.video_facts import Sampler, VideoAnalysis, analyse_video, map_in_order, rgbx_array
+from vae_pipeline.domain.video_facts import Sampler, VideoAnalysis, analyse_video, failed, map_in_order, rgbx_array
 
 CONTACT_SHEET = "contact.jpg"
+VIDEO = "out.mp4"
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,13 @@ class Rendered:
     facts: dict
     frames: list[dict]  # the judge's frames written, as labels: {"file", "t_s", "reason"}
     contact_sheet: Path | None  # None when no frame could be taken
+    error: str | None = None  # an error no check foresaw: the episode is made invalid
+
+
+def crashed(exc: Exception) -> Rendered:
+    """What a job that raised gives: no facts, and the error in one line; the others go on."""
+    reason = unforeseen(exc, VIDEO).reason
+    return Rendered(failed(reason).facts, [], None, reason)
 
 
 def _jpeg_and_tile(quality: int, frame: av.VideoFrame, turns: int) -> tuple[bytes, Image.Image]:
@@ -70,9 +79,16 @@ def iter_renders(jobs: Sequence[RenderJob], workers: int) -> Iterator[Rendered]:
     threads, so no core idles at the end of the step."""
     last = len(jobs) - 1
 
-    def take(indexed: tuple[int, RenderJob]) -> VideoAnalysis:
+    def take(indexed: tuple[int, RenderJob]) -> VideoAnalysis | Exception:
         index, job = indexed
-        return take_frames(job, decoder_threads=1 if workers > 1 and index < last else 0)
+        try:
+            return take_frames(job, decoder_threads=1 if workers > 1 and index < last else 0)
+        except Exception as exc:  # noqa: BLE001 — one video's error never stops the others
+            return exc
 
     for job, analysis in zip(jobs, map_in_order(take, enumerate(jobs), workers), strict=True):
-        yield write_outputs(job, analysis)
+        try:
+            rendered = crashed(analysis) if isinstance(analysis, Exception) else write_outputs(job, analysis)
+        except Exception as exc:  # noqa: BLE001 — nor does an error writing its frames
+            rendered = crashed(exc)
+        yield rendered

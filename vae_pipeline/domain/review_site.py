@@ -10,12 +10,14 @@ when what they show changed (a fingerprint per series in `.state.json`); the ind
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
 import os
 import pickle
 import re
+import shlex
 import shutil
 from collections import Counter
 from dataclasses import dataclass, field
@@ -23,9 +25,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import jinja2
+import markupsafe
 
 from vae_pipeline.domain.files import write_if_changed
 from vae_pipeline.domain.host import gate_report
+from vae_pipeline.domain.leaderboard_view import shown_ranks
+from vae_pipeline.domain.review_transcript import (
+    each_call,
+    finding_context,
+    judge_answer,
+    UnreadableArchive,
+    paged,
+    read_archive,
+    split_threads,
+    transcript,
+)
 from vae_pipeline.domain.rubric import Rubric
 from vae_pipeline.domain.scrub import ScrubConfig, compiled_kinds
 
@@ -37,6 +51,18 @@ LABELS = ("PASS", "PASS_WITH_NITS", "FAIL", "unjudged")
 COUNT_COLUMNS = ("turns", "tool_calls", "images_read", "renders", "snapshots", "input_tokens", "output_tokens",
                  "cache_read_tokens", "cache_creation_tokens")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+SEARCH_INDEX = "search.json"
+# what the scrub wrote (placeholders, redactions) and what the site masks (findings), once escaped
+_MARKERS = re.compile(r"&lt;(home|user|hostname|redacted:[A-Za-z0-9_]+|finding:[A-Za-z0-9_]+)&gt;")
+GATE_MEANING = {
+    "no_video": "no decodable out.mp4 was delivered",
+    "duration": "the video's length is off the brief's by more than the allowed margin",
+    "aspect": "the video's aspect ratio is not the brief's",
+    "black": "a black stretch longer than the threshold",
+    "freeze": "a frozen stretch longer than the threshold, outside the brief's hold",
+    "still": "the whole video is one still picture",
+    "loop_seam": "a looping brief whose last frame differs too much from its first",
+}
 
 
 @dataclass(frozen=True)
@@ -47,6 +73,7 @@ class CheckResult:
     about: str
     passed: bool | None
     description: str | None
+    items: list[dict] = field(default_factory=list)  # {series, id, text}: what the check names, one by one
 
 
 @dataclass(frozen=True)
@@ -70,19 +97,26 @@ class SiteInputs:
     scrub: ScrubConfig = field(default_factory=ScrubConfig)  # the harness's host and user names
 
     @functools.cached_property
-    def finding_patterns(self) -> list[tuple[re.Pattern[bytes], bytes]]:
+    def finding_kinds(self) -> list:
         """The scrub's kinds whose values stay in the files as findings (e-mails, IPs, leftover
         credentials, host and user names as plain words): a page shows their kind, never a value."""
-        return [(kind.regex, f"<finding:{kind.name}>".encode())
-                for kind in compiled_kinds(self.scrub.hostname, self.scrub.username)
+        return [kind for kind in compiled_kinds(self.scrub.hostname, self.scrub.usernames)
                 if kind.action == "finding" or kind.config_word]
+
+    @functools.cached_property
+    def suspicious(self) -> re.Pattern[bytes]:
+        """Any of those kinds' triggers, one of which every match holds: text without one is left
+        as it is after one scan (most of a transcript), not one per kind."""
+        return re.compile(b"|".join(b"(?:" + t.pattern + b")" for kind in self.finding_kinds for t in kind.triggers))
 
     def masked(self, value):
         """`value` (a string, or lists and objects of them) with every finding's value masked."""
         if isinstance(value, str):
             data = value.encode()
-            for regex, marker in self.finding_patterns:
-                data = regex.sub(marker, data)
+            if not self.suspicious.search(data):
+                return value
+            for kind in self.finding_kinds:
+                data = kind.regex.sub(f"<finding:{kind.name}>".encode(), data)
             return data.decode()
         if isinstance(value, list):
             return [self.masked(item) for item in value]
@@ -100,18 +134,46 @@ class RenderReport:
     pages_written: int = 0
 
 
+def page_stem(episode_id: str) -> str:
+    """A file name for an episode (valid ids are already safe; this keeps any id inside)."""
+    return _UNSAFE.sub("_", episode_id)
+
+
 def page_name(episode_id: str) -> str:
-    """A file name for an episode's page (valid ids are already safe; this keeps any id inside)."""
-    return _UNSAFE.sub("_", episode_id) + ".html"
+    return page_stem(episode_id) + ".html"
+
+
+def transcript_page(episode_id: str, number: int) -> str:
+    """An episode's transcript page, in the folder named after it next to its page."""
+    return f"{page_stem(episode_id)}/transcript-{number}.html"
+
+
+def thread_page(thread: int, number: int) -> str:
+    """A page of a subagent thread too long to show under its call, next to the transcript's."""
+    return f"agent-{thread}-{number}.html"
+
+
+def invalid_page(episode_id: str) -> str:
+    return f"invalid/{page_name(episode_id)}"
+
+
+def marked(text: object) -> markupsafe.Markup:
+    """`text` escaped, with what the scrub wrote and what the site masked highlighted."""
+    def mark(match: re.Match[str]) -> str:
+        kind = "finding" if match[1].startswith("finding:") else "scrubbed"
+        return f'<mark class="{kind}">{match[0]}</mark>'
+    return markupsafe.Markup(_MARKERS.sub(mark, str(markupsafe.escape(text))))
 
 
 @functools.cache
 def _environment(cache: Path) -> jinja2.Environment:
     """Templates compiled once per process, and their bytecode kept in `cache` between processes."""
     cache.mkdir(parents=True, exist_ok=True)
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                              bytecode_cache=jinja2.FileSystemBytecodeCache(str(cache)))
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             bytecode_cache=jinja2.FileSystemBytecodeCache(str(cache)))
+    env.filters["marked"] = marked
+    return env
 
 
 def templates_version() -> str:
@@ -265,7 +327,8 @@ def series_page(series: str, rows: list[dict], inputs: SiteInputs, home: Path, o
         **series_summary(series, rows, inputs),
         "episodes": episodes,
         "invalid": [inputs.masked({"id": r["id"], "source": r["source"], "file": r["error_file"],
-                                   "reason": r["error_reason"]}) | {"line": r["error_line"]}
+                                   "reason": r["error_reason"]}) | {"line": r["error_line"], "page": invalid_page(r["id"]),
+                                                                     "series": series}
                     for r in rows if not r["valid"]],
     }
 
@@ -304,13 +367,69 @@ def _series_fingerprint(version: str, series: str, rows: list[dict], inputs: Sit
                         [(i in inputs.published, inputs.withheld.get(i), inputs.history.get(i)) for i in ids])
 
 
-def _leaderboard_tables(board: Leaderboard) -> dict:
+def leaderboard_tables(board: Leaderboard) -> dict:
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in board.ratings:
         groups.setdefault((row["source"], row["axis"]), []).append(row)
     return {"chart": board.chart is not None,
-            "tables": [{"source": s, "axis": a, "rows": rows} for (s, a), rows in groups.items()],
+            "tables": [{"source": s, "axis": a, "rows": [r | {"shown_rank": rank}
+                                                          for r, rank in zip(rows, shown_ranks(rows), strict=True)]}
+                       for (s, a), rows in groups.items()],
             "agreement": board.agreement}
+
+
+def legend(rubric: Rubric) -> dict:
+    """What the rule codes and gate names mean, from the rubric in force."""
+    return {"rules": [_rule_text(rubric, rule.id) for rule in rubric.rules],
+            "gates": [{"gate": g.id, "meaning": GATE_MEANING.get(g.id, ""),
+                       "thresholds": ", ".join(f"{k} {v:g}" for k, v in g.thresholds)} for g in rubric.gates]}
+
+
+def episode_links(rows: list[dict]) -> dict[str, str]:
+    """`series/id` -> the page of that episode (its invalid page when it is invalid), from the site's root."""
+    return {f"{r['series']}/{r['id']}": f"episodes/{r['series']}/"
+            + (page_name(r["id"]) if r["valid"] else invalid_page(r["id"])) for r in rows}
+
+
+def search_index(rows: list[dict], inputs: SiteInputs) -> list[dict]:
+    """One entry per episode of every series, valid or not: what the search page finds it by."""
+    links = episode_links(rows)
+    entries = []
+    for row in rows:
+        brief = json.loads(row["brief"]) if row.get("brief") else {}
+        findings = [f"{f['file']}:{f['line']} {f['kind']}" for f in row.get("findings") or [] if not f["allowed"]]
+        entries.append(inputs.masked({
+            "id": row["id"], "series": row["series"], "title": str(brief.get("title") or ""),
+            "family": str(brief.get("family") or ""),
+            "label": _label(row) if row["valid"] else "invalid", "rule": row.get("host_rule") or "",
+            "gates": list(row.get("host_gates_failed") or []), "findings": findings,
+            "reason": "" if row["valid"] else str(row.get("error_reason") or ""),
+        }) | {"href": links[f"{row['series']}/{row['id']}"], "turns": row.get("turns"),
+              "tool_calls": row.get("tool_calls"), "duration_s": row.get("video_duration_s")})
+    return entries
+
+
+def archive_review(row: dict, inputs: SiteInputs, home: Path) -> dict | None:
+    """What the staged archive will publish of an episode: its conversation, the judge's answer,
+    each finding in its line; None for an episode with no archive."""
+    if not row.get("staged_archive") or not (home / row["staged_archive"]).is_file():
+        return None
+    findings = json.loads(row["bundle_parts"])["scrub"]["findings"] if row.get("bundle_parts") else []
+    try:
+        view = read_archive(home / row["staged_archive"], {f["file"] for f in findings})
+    except UnreadableArchive as exc:
+        return {"error": f"the staged archive cannot be read ({exc}): run `vae build` again"}
+    conversation = transcript(view.messages or b"", inputs.masked)
+    shown = []
+    for finding in findings:
+        context = finding_context(view.members.get(finding["file"]), finding, inputs.finding_kinds, inputs.masked)
+        where = shlex.quote(f"{inputs.masked(finding['file'])}:{finding['line']}")
+        shown.append({"file": inputs.masked(finding["file"]), "line": finding["line"], "kind": finding["kind"],
+                      "allowed": finding["allowed"], "archive_line": context["line"],
+                      "before": context["before"], "after": context["after"],
+                      "command": f'vae allow {row["id"]} {where} {finding["kind"]} --reason "…"'})
+    return {"judge": judge_answer(view.judge, inputs.masked), "findings": shown, "transcript": conversation,
+            "images": {path: view.images[path] for path in conversation.images if path in view.images}}
 
 
 # ---------------------------------------------------------------- writing
@@ -339,14 +458,64 @@ def _render(env: jinja2.Environment, template: str, path: Path, **context: objec
     return write_if_changed(path, env.get_template(template).render(**context).encode(), durable=False)
 
 
-def _render_series(env: jinja2.Environment, page: dict, out: Path) -> int:
+def _render_transcript(env: jinja2.Environment, folder: Path, episode: dict, review: dict) -> tuple[int, dict]:
+    """An episode's transcript pages and the images they show, in the folder named after it;
+    what its page says of them."""
+    conversation = review["transcript"]
+    total_calls = sum(1 for _ in each_call(conversation.rows))
+    threads = split_threads(conversation.rows)
+    pages = paged(conversation.rows)
+    hrefs = [transcript_page(episode["id"], n) for n in range(1, len(pages) + 1)]
+    own = folder / page_stem(episode["id"])
+    names = [h.split("/")[-1] for h in hrefs]
+    written = 0
+    for number, rows in enumerate(pages, start=1):
+        written += _render(env, "transcript.html", own / names[number - 1], episode=episode, rows=rows,
+                           number=number, pages=names, thread=None, site="../../..")
+    for thread, rows in enumerate(threads, start=1):
+        thread_pages = paged(rows)
+        thread_names = [thread_page(thread, n) for n in range(1, len(thread_pages) + 1)]
+        for number, page_rows in enumerate(thread_pages, start=1):
+            written += _render(env, "transcript.html", own / thread_names[number - 1], episode=episode,
+                               rows=page_rows, number=number, pages=thread_names, thread=thread, site="../../..")
+        names += thread_names
+    for path, data in review["images"].items():
+        written += write_if_changed(own / path, data, durable=False)
+    keep = {own / name for name in names} | {own / path for path in review["images"]}
+    for stale in [p for p in own.rglob("*") if p.is_file() and p not in keep]:
+        stale.unlink()
+    summary = {"pages": [{"href": href, "first_line": rows[0]["line"] if rows else None, "rows": len(rows)}
+                         for href, rows in zip(hrefs, pages, strict=True)],
+               "lines": conversation.lines, "rows": len(conversation.rows), "tool_calls": total_calls,
+               "threads": len(threads)}
+    return written, summary
+
+
+def _render_series(env: jinja2.Environment, page: dict, rows: list[dict], inputs: SiteInputs, home: Path,
+                   out: Path) -> int:
     written = _render(env, "series.html", out / "series" / f"{page['id']}.html", series=page, site="..")
     folder = out / "episodes" / page["id"]
+    by_id = {r["id"]: r for r in rows}
     for episode in page["episodes"]:
+        review = archive_review(by_id[episode["id"]], inputs, home)
+        episode["archive"], episode["transcript"], episode["archive_error"] = None, None, None
+        if review is not None and "error" in review:
+            episode["archive_error"] = review["error"]
+        elif review is not None:
+            pages, episode["transcript"] = _render_transcript(env, folder, episode, review)
+            written += pages
+            episode["archive"] = {"judge": review["judge"], "findings": review["findings"]}
         written += _render(env, "episode.html", folder / episode["page"], episode=episode, site="../..")
-    keep = {e["page"] for e in page["episodes"]}
-    for stale in folder.glob("*.html") if folder.exists() else []:
+    for invalid in page["invalid"]:
+        written += _render(env, "invalid.html", folder / invalid["page"], episode=invalid, site="../../..")
+    keep = {e["page"] for e in page["episodes"]} | {page_stem(e["id"]) for e in page["episodes"]}
+    keep |= {"invalid"} if page["invalid"] else set()
+    for stale in folder.iterdir() if folder.exists() else []:
         if stale.name not in keep:
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+    invalid_keep = {i["page"].split("/")[-1] for i in page["invalid"]}
+    for stale in (folder / "invalid").glob("*.html") if (folder / "invalid").exists() else []:
+        if stale.name not in invalid_keep:
             stale.unlink()
     return written
 
@@ -373,7 +542,8 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
         if state.get(series) == fingerprint and (out / "series" / f"{series}.html").exists():
             report.series_unchanged.append(series)
         else:
-            report.pages_written += _render_series(env, series_page(series, rows, inputs, home, out), out)
+            report.pages_written += _render_series(env, series_page(series, rows, inputs, home, out), rows, inputs,
+                                                   home, out)
             state[series] = fingerprint
             report.series_rendered.append(series)
         entries.append(_index_entry(series_summary(series, rows, inputs), inputs.checks))
@@ -383,14 +553,20 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
         report.series_removed.append(series)
     board = None
     if inputs.leaderboard is not None:
-        board = _leaderboard_tables(inputs.leaderboard)
+        board = leaderboard_tables(inputs.leaderboard)
         if inputs.leaderboard.chart is not None:
             report.pages_written += write_if_changed(out / LEADERBOARD_CHART, inputs.leaderboard.chart.read_bytes(),
                                                      durable=False)
     if board is None or not board["chart"]:
         (out / LEADERBOARD_CHART).unlink(missing_ok=True)
+    everything = sorted(inputs.rows, key=lambda r: (r["series"], r["id"]))
+    index = search_index(everything, inputs)
+    report.pages_written += write_if_changed(out / SEARCH_INDEX, json.dumps(index, indent=0).encode(), durable=False)
+    report.pages_written += _render(env, "search.html", out / "search.html", site=".", index=index)
     report.pages_written += _render(
-        env, "index.html", report.index, site=".", series=entries, checks=inputs.checks, leaderboard=board,
+        env, "index.html", report.index, site=".", series=entries, leaderboard=board,
+        checks=[dataclasses.replace(c, items=inputs.masked(c.items)) for c in inputs.checks],
+        links=episode_links(everything), legend=legend(inputs.rubric),
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), rubric_version=inputs.rubric.version)
     if report.pages_written:
         os.sync()  # the pages are on disk before the state says they were rendered

@@ -32,7 +32,8 @@ DATASET_SCHEMA: dict[str, pl.DataType] = {
     "rubric_version": pl.String(), "host_rubric_version": pl.String(),
     "rubric_sha256": pl.String(), "rehosted_at": pl.String(), "previous_final_label": pl.String(),
     "video": pl.String(), "archive": pl.String(), "archive_sha256": pl.String(),
-    "brief": pl.String(),
+    "brief": pl.String(), "benchmark_version": pl.String(), "actor_model_id": pl.String(),
+    "harness_commit": pl.String(),
 }  # fmt: skip
 DATASET_COLUMNS = tuple(DATASET_SCHEMA)
 

@@ -5,21 +5,41 @@ The kinds are data (`scrub_kinds.json`): each has a regex, an action and the lit
 per trigger; the detailed regex only runs in a window of `max_len` bytes around a trigger hit,
 so text that holds nothing suspicious is scanned at memory-search speed and copied untouched.
 
+The scrub reads what a reader of the file reads: UTF-16 and UTF-32 text as text, and around
+each JSON escape that can spell part of a value (`\\u0073`, `\\/`) the decoded text, whose
+matches replace the escaped bytes that spell them (`scrub_views`). The user names it replaces
+are those it is told and those of the home directories it meets in the text; `learn_user_names`
+gives the latter, so that an episode's names apply to all its files.
+
 Nothing here ever keeps or reports a matched value: a finding carries file, line, kind and
 the sha256 of the value.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import ipaddress
 import json
 import re
+from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
+
+from vae_pipeline.domain.scrub_views import (
+    VIEW_BYTES,
+    DecodedView,
+    Window,
+    base64_is_image,
+    decoded,
+    escape_start,
+    escape_windows,
+    wide_text,
+    window_pieces,
+)
 
 KINDS_PATH = Path(__file__).with_name("scrub_kinds.json")
 
@@ -31,15 +51,24 @@ TEXT_EXTENSIONS = frozenset(
 BINARY_EXTENSIONS = frozenset({".mp4", ".webm", ".mov", ".jpg", ".jpeg", ".png", ".webp", ".gif", ".zst",
                                ".gz", ".zip", ".woff", ".woff2", ".ttf", ".otf", ".wasm", ".ico"})
 
-# Strings of 512+ base64 characters (standard or url-safe) are images, not text.
+# Strings of 512+ base64 characters (standard or url-safe) that decode to an image are skipped.
 _B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-="
 _B64_MIN_RUN = 512
+_B64_RUN = re.compile(rb"[A-Za-z0-9+/_=-]*")
 _DATA_IMAGE = re.compile(rb"data:image/[A-Za-z0-9.+-]+(?:;[A-Za-z0-9=.+-]+)*,[^\s\"'()\\]*")
 _DATA_IMAGE_LOOKBACK = 1 << 16
 
-# A host or user name is replaced only where the value it sits in holds one of these.
+# A host name is replaced only where the value it sits in holds one of these.
 _VALUE_MARKS = frozenset(b"/.@:")
 _VALUE_DELIMS = b" \t\r\n\"'`<>()[]{},;\\|"
+
+# The owner of a home directory that `/home/<name>` or `/Users/<name>` names (root never is one).
+_HOME_OWNER = re.compile(rb"/(?:home|Users)/([A-Za-z0-9_][A-Za-z0-9._-]{0,63})")
+_NOT_A_USER = "root"
+# After a user name, `@host` makes it a `user@host` prompt or address (an e-mail is reported as such).
+_AT_HOST = re.compile(rb"@[A-Za-z0-9<]")  # `<`: a host name already replaced
+# A backslash after a name that starts a JSON escape, not a Windows path separator.
+_ESCAPE_LETTERS = frozenset(b'ntrbfu"/')
 
 _DOC_NETWORKS = tuple(
     ipaddress.ip_network(n)
@@ -51,12 +80,32 @@ _DOC_NETWORKS = tuple(
 class ScrubConfig:
     """What the pipeline was told about the harness machine, and the reviewed findings.
 
-    `allow` holds (file, kind, sha256 of value) triples from meta/scrub-allow.jsonl.
+    `usernames` are the harness's user names (VAE_HARNESS_USER, comma-separated) and, for an
+    episode, those its files' home directories name. `allow` holds (file, kind, sha256 of
+    value) triples from meta/scrub-allow.jsonl.
     """
 
     hostname: str | None = None
-    username: str | None = None
+    usernames: tuple[str, ...] = ()
     allow: frozenset[tuple[str, str, str]] = frozenset()
+
+    def with_usernames(self, names: Iterable[str]) -> ScrubConfig:
+        return dataclasses.replace(self, usernames=user_names((*self.usernames, *names)))
+
+
+def user_names(names: Iterable[str]) -> tuple[str, ...]:
+    """The user names the scrub replaces, once each (case does not matter), `root` never."""
+    kept: dict[str, str] = {}
+    for name in names:
+        name = name.strip()
+        if name and name.lower() != _NOT_A_USER:
+            kept.setdefault(name.lower(), name)
+    return tuple(sorted(kept.values(), key=lambda n: (-len(n), n.lower())))
+
+
+def parse_user_names(setting: str) -> tuple[str, ...]:
+    """VAE_HARNESS_USER's names: `ana,builder`."""
+    return user_names(setting.split(","))
 
 
 @dataclass(frozen=True)
@@ -89,10 +138,23 @@ class ScrubResult:
     redacted_by_kind: Counter[str] = field(default_factory=Counter)
     findings: list[Finding] = field(default_factory=list)
 
+    def count(self, kind: Kind) -> None:
+        if kind.action == "redact":
+            self.redacted += 1
+            self.redacted_by_kind[kind.name] += 1
+        else:
+            self.placeholders[kind.name] += 1
+
 
 @dataclass(frozen=True)
 class Kind:
-    """One compiled kind of the scrub."""
+    """One compiled kind of the scrub.
+
+    `shape` says how a match is acted on: `pattern` by `action`; `host`, a told host name,
+    replaced where its value holds `/ . @ :`, else reported; `user`, a user name, replaced in a
+    path or a `user@host`, else reported (unless in an e-mail address); `ls_listing`, the owner
+    and group columns of an `ls -l` line; `project_folder`, a home in the CLI's folder-name form.
+    """
 
     name: str
     action: str  # "placeholder" | "redact" | "finding"
@@ -103,20 +165,26 @@ class Kind:
     replacement: bytes = b""
     group: int = 0
     validate: str | None = None
-    config_word: bool = False  # a host/user name: plain-word occurrences are findings
+    shape: str = "pattern"
+    learns_names: bool = False  # its matches name home directories, whose owners are user names
+
+    @property
+    def config_word(self) -> bool:
+        """A host or user name: its plain-word occurrences are findings."""
+        return self.shape in ("host", "user")
 
 
 def is_text_member(path: str, data: bytes | None = None) -> bool:
     """The contract's text members (by extension) — and, beyond the contract, any other member
-    that reads as UTF-8 text with no NUL byte (a `.log`, `.mjs`, `.svg`, a file with no
-    extension): scrubbing text the contract did not list costs nothing and leaks nothing."""
+    that reads as text (UTF-8 with no NUL byte, or UTF-16/32): a `.log`, `.mjs`, `.svg`, a file
+    with no extension. Scrubbing text the contract did not list costs nothing and leaks nothing."""
     if PurePosixPath(path).suffix.lower() in TEXT_EXTENSIONS:
         return True
     if data is None or PurePosixPath(path).suffix.lower() in BINARY_EXTENSIONS:
         return False
     head = data[:65536]
     if b"\0" in head:
-        return False
+        return wide_text(head) is not None
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -133,7 +201,12 @@ def kind_specs() -> list[dict]:
     return json.loads(KINDS_PATH.read_text(encoding="utf-8"))
 
 
-def _compile(spec: dict, value: str | None) -> Kind:
+def _project_folder_form(name: str) -> str:
+    """How a name reads in the CLI's project-folder names (every character but letters and digits → `-`)."""
+    return re.sub(r"[^A-Za-z0-9]", "-", name)
+
+
+def _compile(spec: dict, value: str | None, names: tuple[str, ...]) -> Kind:
     pattern = spec["pattern"]
     flags = re.IGNORECASE if "i" in spec.get("flags", "") else 0
     if spec.get("config"):
@@ -141,6 +214,9 @@ def _compile(spec: dict, value: str | None) -> Kind:
         triggers, lead = _case_free_triggers(value or "")
     else:
         triggers, lead = tuple(re.compile(t.encode()) for t in spec["triggers"]), int(spec["lead"])
+    if "{names}" in pattern:
+        forms = sorted({f for n in names for f in (n, _project_folder_form(n))}, key=lambda f: (-len(f), f))
+        pattern = pattern.replace("{names}", "(?i:" + "|".join(map(re.escape, forms)) + ")" if forms else "(?!)")
     action = spec["action"]
     replacement = spec.get("placeholder", f"<redacted:{spec['name']}>") if action != "finding" else ""
     return Kind(
@@ -153,7 +229,8 @@ def _compile(spec: dict, value: str | None) -> Kind:
         replacement=replacement.encode(),
         group=int(spec.get("group", 0)),
         validate=spec.get("validate"),
-        config_word=bool(spec.get("config")),
+        shape=spec.get("shape", "pattern"),
+        learns_names=bool(spec.get("learns_names")),
     )
 
 
@@ -179,34 +256,80 @@ def _case_free_triggers(value: str) -> tuple[tuple[re.Pattern[bytes], ...], int]
     return triggers, len(value[:at].encode())
 
 
-@lru_cache(maxsize=16)
-def compiled_kinds(hostname: str | None, username: str | None) -> tuple[Kind, ...]:
-    """The kinds in application order; host/user kinds only when the pipeline was told them."""
-    values = {"hostname": hostname, "username": username}
+@lru_cache(maxsize=64)
+def compiled_kinds(hostname: str | None, usernames: tuple[str, ...] = ()) -> tuple[Kind, ...]:
+    """The kinds in application order; the host kind only when the pipeline was told the host
+    name, one user-name kind per name."""
     kinds = []
     for spec in kind_specs():
         config_key = spec.get("config")
-        if config_key and not values.get(config_key):
-            continue
-        kinds.append(_compile(spec, values.get(config_key) if config_key else None))
+        if config_key == "hostname":
+            kinds += [_compile(spec, hostname, usernames)] if hostname else []
+        elif config_key == "usernames":
+            kinds += [_compile(spec, name, usernames) for name in usernames]
+        else:
+            kinds.append(_compile(spec, None, usernames))
     return tuple(kinds)
 
 
-def _in_image(buf: bytes, start: int, end: int) -> bool:
-    """Whether [start, end) lies in a 512+ base64 run or in a data:image URL (both skipped)."""
-    if not buf[start:end].translate(None, _B64_CHARS):
-        left = buf[max(0, start - _B64_MIN_RUN) : start]
-        right = buf[end : end + _B64_MIN_RUN]
-        run = (len(left) - len(left.rstrip(_B64_CHARS))) + (end - start)
-        run += len(right) - len(right.lstrip(_B64_CHARS))
-        if run >= _B64_MIN_RUN:
-            return True
-    q = buf.rfind(b"data:image/", max(0, start - _DATA_IMAGE_LOOKBACK), start + 1)
-    if q >= 0:
-        url = _DATA_IMAGE.match(buf, q)
-        if url is not None and url.end() >= end:
-            return True
-    return False
+@lru_cache(maxsize=1)
+def _name_free_kinds() -> tuple[tuple[Kind, ...], int]:
+    """The kinds that need no names, and how far from an escape a match holding it can reach."""
+    kinds = compiled_kinds(None, ())
+    return kinds, max(kind.max_len + kind.lead for kind in kinds) + 8
+
+
+class _Images:
+    """Where one buffer holds an image: a 512+ base64 run or a data:image URL that decodes to one."""
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.run: tuple[int, int, bool] = (-1, -1, False)  # the last base64 run looked at
+        self.url_seen = (0, -1)  # searched up to, and the last data:image URL start found before it
+
+    def hold(self, start: int, end: int) -> bool:
+        """Whether [start, end) lies in an image (skipped); base64 that is no image is text."""
+        buf = self.buf
+        if not buf[start:end].translate(None, _B64_CHARS):
+            lo, hi, image = self.run
+            if not lo <= start < end <= hi:
+                lo, hi = _run_start(buf, start), _run_end(buf, end)
+                image = hi - lo >= _B64_MIN_RUN and base64_is_image(buf[lo : lo + 32])
+                self.run = (lo, hi, image)
+            if image:
+                return True
+        q = self._url_before(start)
+        if q >= 0:
+            url = _DATA_IMAGE.match(buf, q)
+            if url is not None and url.end() >= end:
+                header, _, payload = url.group().partition(b",")
+                return header.endswith(b";base64") and base64_is_image(payload)
+        return False
+
+    def _url_before(self, start: int) -> int:
+        """The last data:image URL starting at most 64 KiB before `start` (matches come in order:
+        each byte is searched once)."""
+        searched, last = self.url_seen
+        lo = max(searched, start - _DATA_IMAGE_LOOKBACK)
+        if start + 1 > lo:
+            found = self.buf.rfind(b"data:image/", lo, start + 1)
+            last = found if found >= 0 else last
+            self.url_seen = (start + 1, last)
+        return last if last >= start - _DATA_IMAGE_LOOKBACK else -1
+
+
+def _run_start(buf: bytes, pos: int) -> int:
+    while pos > 0:
+        chunk = buf[max(0, pos - 4096) : pos]
+        kept = len(chunk) - len(chunk.rstrip(_B64_CHARS))
+        pos -= kept
+        if kept < len(chunk):
+            break
+    return pos
+
+
+def _run_end(buf: bytes, pos: int) -> int:
+    return _B64_RUN.match(buf, pos).end()
 
 
 def _is_reportable_ip(value: bytes) -> bool:
@@ -234,6 +357,27 @@ def _holds_value_mark(buf: bytes, start: int, end: int) -> bool:
     while hi < len(buf) and buf[hi] not in _VALUE_DELIMS and hi - end < 256:
         hi += 1
     return any(b in _VALUE_MARKS for b in buf[lo:hi])
+
+
+def _in_path_or_at_host(buf: bytes, start: int, end: int) -> bool:
+    """Whether a user name at [start, end) is a path segment (`/x/ana/`, `~ana`, `C:\\Users\\ana`)
+    or the user of a `user@host` (a shell prompt, ssh, scp)."""
+    before, after = buf[start - 1 : start], buf[end : end + 1]
+    if before in (b"/", b"\\", b"~") or after == b"/":
+        return True
+    if after == b"\\":
+        following = buf[end + 1 : end + 2]
+        return following == b"\\" or (following != b"" and following[0] not in _ESCAPE_LETTERS)
+    return _AT_HOST.match(buf, end) is not None
+
+
+def _in_placeholder(buf: bytes, start: int, end: int) -> bool:
+    """A name that spells a placeholder's word (`<user>`, `<redacted:…>`) is the scrub's own text."""
+    return buf[start - 1 : start] in (b"<", b":") and buf[end : end + 1] == b">"
+
+
+def _in_email(email: re.Pattern[bytes], buf: bytes, start: int, end: int) -> bool:
+    return any(m.start() <= start and end <= m.end() for m in email.finditer(buf, max(0, start - 320), end + 400))
 
 
 class _TriggerHits:
@@ -311,6 +455,46 @@ def _matches(kind: Kind, buf: bytes, hits: list[int]) -> Iterator[re.Match[bytes
             pos = done
 
 
+@dataclass(frozen=True)
+class _Names:
+    """The user names in force for one text, and the e-mail pattern that tells an address."""
+
+    lowered: frozenset[bytes]
+    email: re.Pattern[bytes]
+
+
+def _spans(kind: Kind, m: re.Match[bytes], names: _Names) -> list[tuple[int, int]]:
+    """What of a match the kind acts on. An `ls -l` line: the owner unless `root`, and the group
+    when it is a user name (the owner's own group, or one the scrub knows)."""
+    if kind.shape != "ls_listing":
+        return [m.span(kind.group)]
+    owner, group = m.group(1).lower(), m.group(2).lower()
+    spans = [m.span(1)] if owner != b"root" else []
+    if group != b"root" and (group == owner or group in names.lowered):
+        spans.append(m.span(2))
+    return spans
+
+
+def _actions(kind: Kind, buf: bytes, hits: list[int], names: _Names) -> Iterator[tuple[int, int, bool]]:
+    """(start, end, replace?) of each value the kind acts on in `buf`, in order: replaced, or
+    (replace false) reported as a finding."""
+    images = _Images(buf)
+    for m in _matches(kind, buf, hits):
+        for start, end in _spans(kind, m, names):
+            if images.hold(start, end):
+                continue
+            if kind.validate and not _VALIDATORS[kind.validate](buf[start:end]):
+                continue
+            if kind.shape == "host":
+                if not _in_placeholder(buf, start, end):
+                    yield start, end, _holds_value_mark(buf, start, end)
+            elif kind.shape == "user":
+                if not _in_placeholder(buf, start, end) and not _in_email(names.email, buf, start, end):
+                    yield start, end, _in_path_or_at_host(buf, start, end)
+            else:
+                yield start, end, kind.action != "finding"
+
+
 class _Lines:
     """Line numbers of increasing offsets in one buffer, mapped back to the input file."""
 
@@ -326,6 +510,69 @@ class _Lines:
         return self.line
 
 
+# A window whose raw bytes hold none of these cannot spell a home directory.
+_HOME_SPELLINGS = (b"home", b"Users", b"\\u00")
+
+
+def _cut(start: int, end: int, length: int, at_start: bool, at_end: bool) -> bool:
+    """Whether a match at [start, end) of a view `length` long touches an edge the view was cut at
+    (its context, or its rest, lies beyond: the neighbouring view or the byte-level pass sees it)."""
+    return (start == 0 and not at_start) or (end == length and not at_end)
+
+
+@dataclass
+class _Reading:
+    """One text as the scrub reads it: its UTF-8 bytes, and around escapes the decoded stretches
+    a reader reads (found and decoded one at a time: an escaped file is read in little memory)."""
+
+    buf: bytes
+    triggers: _TriggerHits
+    _windows: array | None = None  # per window: start, end, edges (1: at its line's start, 2: at its end)
+
+    @classmethod
+    def of(cls, buf: bytes) -> _Reading:
+        return cls(buf, _TriggerHits(buf))
+
+    def windows(self) -> Iterator[Window]:
+        """The escaped stretches, found once (three integers each, however many)."""
+        if self._windows is None:
+            self._windows = array("q")
+            for w in escape_windows(self.buf, _name_free_kinds()[1]):
+                self._windows.extend((w.start, w.end, w.at_line_start | w.at_line_end << 1))
+        for i in range(0, len(self._windows), 3):
+            start, end, edges = self._windows[i : i + 3]
+            yield Window(start, end, bool(edges & 1), bool(edges & 2))
+
+    def home_owners(self) -> set[str]:
+        """The user names of the home directories the text names, raw or escaped."""
+        owners = _home_owners(self.buf, self.triggers, (True, True))
+        for window in self.windows():
+            raw = self.buf[window.start : window.end]
+            if not any(spelling in raw for spelling in _HOME_SPELLINGS):
+                continue
+            for start, end in window_pieces(raw, _name_free_kinds()[1]):
+                edges = (start == 0 and window.at_line_start, end == len(raw) and window.at_line_end)
+                view = decoded(raw[start:end])
+                owners |= _home_owners(view, _TriggerHits(view), edges)
+        return owners
+
+
+def _home_owners(buf: bytes, triggers: _TriggerHits, edges: tuple[bool, bool]) -> set[str]:
+    home = next(kind for kind in _name_free_kinds()[0] if kind.learns_names)
+    owners = set()
+    for m in _matches(home, buf, triggers.of(home)):
+        owner = _HOME_OWNER.fullmatch(m.group().rstrip(b".-"))
+        if owner is not None and not _cut(*m.span(), len(buf), *edges):
+            owners.add(owner.group(1).decode())
+    return owners
+
+
+def learn_user_names(data: bytes) -> tuple[str, ...]:
+    """The user names a text member's home directories give (`/home/<name>`, `/Users/<name>`)."""
+    wide = wide_text(data)
+    return user_names(_Reading.of(data if wide is None else wide[1]).home_owners())
+
+
 def scrub_text(
     data: bytes, file: str, config: ScrubConfig, *, line_map: Sequence[int] | None = None
 ) -> ScrubResult:
@@ -333,45 +580,135 @@ def scrub_text(
 
     Replacements keep the line breaks of what they replace, so every line keeps its number and
     lines that need no change are copied byte for byte. `line_map`, when the text was derived
-    from an input file (slimmed), gives the input line number of each line of `data`.
+    from an input file (slimmed), gives the input line number of each line of `data`. UTF-16
+    and UTF-32 text is scrubbed as text and written back in its own encoding.
     """
+    wide = wide_text(data)
+    if wide is None:
+        return _scrub_utf8(data, file, config, line_map)
+    result = _scrub_utf8(wide[1], file, config, line_map)
+    result.data = data if result.data == wide[1] else wide[0].encode(result.data)
+    return result
+
+
+def _scrub_utf8(data: bytes, file: str, config: ScrubConfig, line_map: Sequence[int] | None) -> ScrubResult:
+    reading = _Reading.of(data)
+    names = user_names((*config.usernames, *reading.home_owners()))
+    kinds = compiled_kinds(config.hostname, names)
+    known = _Names(frozenset(n.lower().encode() for n in names), next(k.regex for k in kinds if k.name == "email"))
     result = ScrubResult(data=data)
     found: dict[tuple[int, str], list[bytes]] = {}
-    buf = data
-    triggers = _TriggerHits(buf)
-    for kind in compiled_kinds(config.hostname, config.username):
+    buf = _scrub_windows(reading, kinds, known, result, found, _Lines(data, line_map))
+    triggers = reading.triggers if buf is data else _TriggerHits(buf)
+    for kind in kinds:
         lines = _Lines(buf, line_map)
-        pieces: list[bytes] = []
+        pieces: list[bytes | memoryview] = []  # views: the text between replacements is copied once
         spans: list[tuple[int, int, int]] = []
         last = 0
-        for m in _matches(kind, buf, triggers.of(kind)):
-            start, end = m.span(kind.group)
-            if _in_image(buf, start, end):
+        whole = memoryview(buf)
+        for start, end, replace in _actions(kind, buf, triggers.of(kind), known):
+            if not replace:
+                found.setdefault((lines.at(start), kind.name), []).append(buf[start:end])
                 continue
-            value = buf[start:end]
-            if kind.validate and not _VALIDATORS[kind.validate](value):
-                continue
-            if kind.action == "finding" or (
-                kind.config_word and not _holds_value_mark(buf, start, end)
-            ):
-                found.setdefault((lines.at(start), kind.name), []).append(value)
-                continue
-            replacement = kind.replacement + b"\n" * value.count(b"\n")
-            pieces += (buf[last:start], replacement)
+            replacement = kind.replacement + b"\n" * buf.count(b"\n", start, end)
+            pieces += (whole[last:start], replacement)
             spans.append((start, end, len(replacement)))
             last = end
-            if kind.action == "redact":
-                result.redacted += 1
-                result.redacted_by_kind[kind.name] += 1
-            else:
-                result.placeholders[kind.name] += 1
+            result.count(kind)
         if pieces:
-            pieces.append(buf[last:])
+            pieces.append(whole[last:])
             buf = b"".join(pieces)
             triggers.replaced(buf, spans)
     result.data = buf
     result.findings = _findings(found, file, config.allow)
     return result
+
+
+def _scrub_windows(reading: _Reading, kinds: tuple[Kind, ...], names: _Names, result: ScrubResult,
+                   found: dict[tuple[int, str], list[bytes]], lines: _Lines) -> bytes:
+    """The text with every value its escaped stretches spell, read decoded, acted on: a match
+    replaces the escaped bytes that spell it (whole escapes, so the JSON stays valid and no tail
+    is left); a finding names the decoded value. A match cut by a window's edge is left to the
+    byte-level pass, which sees the whole of it (no escape lies near it). The text itself when
+    nothing changed."""
+    pieces: list[bytes | memoryview] = []
+    last, whole = 0, memoryview(reading.buf)
+    for window in reading.windows():
+        raw = reading.buf[window.start : window.end]
+        scrubbed = _scrub_window(raw, window, kinds, names, result, found, lines.at(window.start))
+        if scrubbed != raw:
+            pieces += (whole[last : window.start], scrubbed)
+            last = window.end
+    if not pieces:
+        return reading.buf
+    pieces.append(whole[last:])
+    return b"".join(pieces)
+
+
+def _scrub_window(raw: bytes, window: Window, kinds: tuple[Kind, ...], names: _Names, result: ScrubResult,
+                  found: dict[tuple[int, str], list[bytes]], line: int) -> bytes:
+    """One window, decoded a piece of at most VIEW_BYTES at a time. A piece settles what starts
+    in it up to `reach` before its end; the rest, scrubbed so far, starts the next piece."""
+    reach = _name_free_kinds()[1]
+    done: list[bytes] = []
+    carry, pos, at_start = b"", 0, window.at_line_start
+    while True:
+        piece = carry + raw[pos : pos + VIEW_BYTES - len(carry)]
+        pos += len(piece) - len(carry)
+        last = pos >= len(raw)
+        settled = len(piece) if last else escape_start(piece, len(piece) - reach, False)[0]
+        piece, settled = _scrub_piece(piece, settled, (at_start, last and window.at_line_end), kinds, names,
+                                      result, found, line)
+        done.append(piece[:settled])
+        if last:
+            return b"".join(done)
+        carry, at_start = piece[settled:], False
+
+
+def _scrub_piece(piece: bytes, settled: int, edges: tuple[bool, bool], kinds: tuple[Kind, ...], names: _Names,
+                 result: ScrubResult, found: dict[tuple[int, str], list[bytes]], line: int) -> tuple[bytes, int]:
+    """Every kind in order over the decoded piece; only matches spelt from before `settled` are
+    acted on. The new piece, and where what it settled now ends."""
+    view = DecodedView(piece)
+    triggers = _TriggerHits(view.data)
+    for kind in kinds:
+        edits = []
+        for start, end, replace in _actions(kind, view.data, triggers.of(kind), names):
+            if _cut(start, end, len(view.data), *edges):
+                continue
+            source = view.source_span(start, end)
+            if source[0] >= settled:
+                continue
+            if replace:
+                edits.append(source)
+                result.count(kind)
+            else:
+                found.setdefault((line, kind.name), []).append(view.data[start:end])
+        if edits:
+            piece, settled = _spliced(piece, edits, kind.replacement, settled)
+            view = DecodedView(piece)
+            triggers = _TriggerHits(view.data)
+    return piece, settled
+
+
+def _spliced(raw: bytes, spans: list[tuple[int, int]], replacement: bytes, mark: int) -> tuple[bytes, int]:
+    """`raw` with each span (in order) replaced, and where offset `mark` now lies (after the
+    replacement of a span that holds it). Spans that overlap (two matches spelt by one escape's
+    bytes) are replaced as one."""
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    pieces, last, moved = [], 0, mark
+    for start, end in merged:
+        if start < mark:
+            moved += len(replacement) - (end - start) + max(0, end - mark)
+        pieces += (raw[last:start], replacement)
+        last = end
+    pieces.append(raw[last:])
+    return b"".join(pieces), moved
 
 
 def _findings(

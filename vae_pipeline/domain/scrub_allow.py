@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from vae_pipeline.domain.errors import BadInput
@@ -30,3 +31,18 @@ def load_allow_list(path: Path) -> frozenset[tuple[str, str, str]]:
             raise BadInput(path.name, "file, kind and sha256 must be non-empty strings", line=number)
         allowed.add(entry)
     return frozenset(allowed)
+
+
+def allow_finding(path: Path, episode: str, finding: dict, reason: str) -> bool:
+    """Append one reviewed finding ({file, line, kind, value_sha256}) to the allow list, with who
+    reviewed it where and why; False when the list already accepts that file, kind and value."""
+    path = Path(path)
+    if (finding["file"], finding["kind"], finding["value_sha256"]) in load_allow_list(path):
+        return False
+    entry = {"file": finding["file"], "kind": finding["kind"], "sha256": finding["value_sha256"],
+             "episode": episode, "line": finding["line"], "reason": reason,
+             "allowed_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    with path.open("a", encoding="utf-8") as out:
+        out.write(("\n" if text and not text.endswith("\n") else "") + json.dumps(entry, ensure_ascii=False) + "\n")
+    return True

@@ -2,12 +2,19 @@
 
 A series id becomes a Dagster partition key, so only ids that are safe as keys get through;
 everything else is reported and skipped, never guessed at.
+
+A name is published (an episode id is the row id and names the video, the archive and the review
+pages; a file name is a manifest's `files[].path`), so a name holding a credential-shaped string
+(any kind the scrub redacts, or a leftover `credential` finding) is refused: the series is
+skipped, the episode invalid. Such a name is never shown as it is: `masked_name` redacts the
+parts of it that hold the credential, and an episode refused for its name is called
+`redacted-<12 hex of the name's sha256>` (stable across builds, distinct per name).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +22,8 @@ from pathlib import Path
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.json_schema import contract_validator
 from vae_pipeline.domain.line_scrub import scrub_line
+from vae_pipeline.domain.scrub import ScrubConfig, kind_specs, scrub_text
+from vae_pipeline.domain.strict_json import loads
 
 SERIES_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 EPISODE_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")
@@ -23,12 +32,67 @@ ARCHIVE_SUFFIX = ".tar.zst"
 COMPARISONS_DIR = "comparisons"  # a pairwise judge's batches (contract 4), not a series
 
 
+LEFTOVER_CREDENTIAL = "credential"  # the scrub's finding kind for a credential shape it did not redact
+REDACTED_ID_PREFIX = "redacted-"
+
+
+@functools.cache
+def _credential_kinds() -> tuple[frozenset[str], re.Pattern[bytes] | None]:
+    """The scrub's credential kinds, and one search for all their triggers (None when a kind
+    has none): a name without a trigger hit holds no credential, and skips the scrub."""
+    specs = [spec for spec in kind_specs() if spec["action"] == "redact" or spec["name"] == LEFTOVER_CREDENTIAL]
+    names = frozenset(spec["name"] for spec in specs)
+    if not all(spec.get("triggers") for spec in specs):
+        return names, None
+    return names, re.compile(b"|".join(b"(?:%s)" % t.encode() for spec in specs for t in spec["triggers"]))
+
+
+def name_credentials(name: str) -> list[str]:
+    """The credential kinds the scrub finds in a name (empty: none), by the scrub's own kinds."""
+    credentials, triggers = _credential_kinds()
+    text = name.encode("utf-8", errors="replace")
+    if triggers is not None and triggers.search(text) is None:
+        return []
+    result = scrub_text(text, name, ScrubConfig())
+    found = set(result.redacted_by_kind) | {f.kind for f in result.findings if f.kind in credentials}
+    return sorted(found)
+
+
+def masked_name(name: str) -> str:
+    """The name as it may be shown: scrubbed, and each `/` part the scrub would leave holding a
+    credential shape replaced whole by `<redacted:credential>`."""
+    parts = []
+    for part in name.split("/"):
+        shown = scrub_line(part)
+        parts.append(f"<redacted:{LEFTOVER_CREDENTIAL}>" if name_credentials(shown) else shown)
+    return "/".join(parts)
+
+
+def credential_name_reason(what: str, kinds: list[str]) -> str:
+    return f"{what} holds a credential-shaped string ({', '.join(kinds)}); rename it"
+
+
 def is_series_id(name: str) -> bool:
-    return bool(SERIES_ID.match(name)) and ".." not in name
+    return bool(SERIES_ID.match(name)) and ".." not in name and not name_credentials(name)
 
 
 def is_episode_id(name: str) -> bool:
-    return bool(EPISODE_ID.match(name))
+    return bool(EPISODE_ID.match(name)) and not name_credentials(name)
+
+
+def shown_episode_id(name: str) -> str:
+    """What an episode refused for its folder or archive name is called in every table and log."""
+    if name_credentials(name):
+        return REDACTED_ID_PREFIX + hashlib.sha256(name.encode("utf-8", errors="replace")).hexdigest()[:12]
+    return scrub_line(name)
+
+
+def episode_id_reason(name: str) -> str:
+    """Why a folder or archive name is not an episode id."""
+    kinds = name_credentials(name)
+    if kinds:
+        return credential_name_reason("the folder or archive name", kinds)
+    return "folder or archive name is not a valid episode id"
 
 
 @dataclass(frozen=True)
@@ -49,7 +113,7 @@ class Skipped:
     reason: str
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", scrub_line(self.name))
+        object.__setattr__(self, "name", masked_name(self.name))
         object.__setattr__(self, "reason", scrub_line(self.reason))
 
 
@@ -64,18 +128,29 @@ class EpisodeEntry:
 
 
 def read_series_json(path: Path) -> dict:
-    """Parse series.json and validate it against `meta/series.schema.json`; raises BadInput."""
+    """Parse series.json and validate it against `meta/series.schema.json`; raises BadInput.
+
+    Every key and string of it comes back scrubbed (`actor.model` reaches the entrants table,
+    Dagster's metadata and its event log)."""
     file = "series.json"
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(file, f"cannot be read ({type(exc).__name__})") from None
-    try:
-        info = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInput(file, f"is not valid JSON ({exc.msg})", line=exc.lineno) from None
+    info = loads(text, file)
     contract_validator("series").validate(info, text, file)
-    return info
+    return _scrubbed(info)
+
+
+def _scrubbed(value: object) -> object:
+    """A parsed JSON value with every string (keys too) through the scrub."""
+    if isinstance(value, str):
+        return scrub_line(value)
+    if isinstance(value, list):
+        return [_scrubbed(item) for item in value]
+    if isinstance(value, dict):
+        return {scrub_line(key): _scrubbed(item) for key, item in value.items()}
+    return value
 
 
 def discover_series(runs_root: Path) -> tuple[list[Series], list[Skipped]]:
@@ -86,7 +161,9 @@ def discover_series(runs_root: Path) -> tuple[list[Series], list[Skipped]]:
         if not child.is_dir() or child.is_symlink() or child.name == COMPARISONS_DIR:
             continue
         if not is_series_id(child.name):
-            skipped.append(Skipped(child.name, "folder name is not a valid series id"))
+            kinds = name_credentials(child.name)
+            reason = credential_name_reason("the folder name", kinds) if kinds else "folder name is not a valid series id"
+            skipped.append(Skipped(child.name, reason))
             continue
         try:
             info = read_series_json(child / "series.json")

@@ -1,8 +1,13 @@
 """Slimming (contract 3, "Slimming"): base64 images out of JSON/JSONL logs, stream events dropped.
 
-An image block is replaced where it stands, in the text, by
-`{"type": "image", "mimeType": …, "path": "images/…"}`: nothing else in the file is
-re-serialised, so every other byte (and every line with no image) is copied as it was.
+An image is recognised by what it decodes to, never by the key that holds it: base64 whose
+bytes are a PNG, JPEG, GIF or WebP that Pillow decodes. An image block is replaced where it
+stands, in the text, by `{"type": "image", "mimeType": …, "path": "images/…"}`; any other string
+of 512+ base64 characters that is an image (the CLI's `tool_use_result.file.base64` copy, a
+`data:image/…;base64,` URL) is replaced by the path. Nothing else in the file is re-serialised,
+so every other byte (and every line with no image) is copied as it was. Base64 that is not an
+image (thinking signatures, an "image" block holding text) stays where it is, for the scrub to
+read as text.
 """
 
 from __future__ import annotations
@@ -21,12 +26,22 @@ import PIL
 from PIL import Image, UnidentifiedImageError
 
 from vae_pipeline.domain.files import write_atomic
+from vae_pipeline.domain.image_bytes import EXTENSIONS, MIME_TYPES, image_format, strip_metadata
 
 WEBP_QUALITY = 70
+# libwebp's effort (0 fastest .. 6 smallest), chosen by `benchmarks/bench_bundles.py --methods`:
+# on the delivery-size screenshots, 0 encodes in ~80% of method 2's CPU time and ~45% of method
+# 4's (Pillow's default), for ~20% more image bytes; a first build is mostly this encoding
+WEBP_METHOD = 0
 IMAGE_DIR = "images"
-
-_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/jpg": "jpg", "image/gif": "gif", "image/webp": "webp"}
-_MIME_OF_FORMAT = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
+# bumped whenever what is stored for an image changes (the cache must not hand back older bytes)
+_STORED_FORM = "stripped-1"
+_B64_MIN_RUN = 512  # contract 3: strings of 512+ base64 characters
+_B64_STANDARD = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+_B64_RUN = re.compile(rb"(?:[A-Za-z0-9+=]|\\?/)+")
+# how the base64 of each format's magic bytes begins (`\/` where a JSON writer escapes "/")
+_IMAGE_B64_HEADS = (b"iVBORw0KGg", b"/9j/", b"\\/9j\\/", b"R0lGOD", b"UklGR")
+_DATA_URL_HEAD = re.compile(rb"data:image/[A-Za-z0-9.+-]{1,32};base64,\Z")
 
 # Braces, "data" keys, and runs of anything else (strings whole, so a brace inside one is not
 # taken for structure): enough to find every object's span without parsing the whole text.
@@ -39,7 +54,7 @@ _STREAM_EVENT_PREFIXES = (b'{"type": "stream_event"', b'{"type":"stream_event"')
 class SlimStats:
     """What slimming did to one member (or, summed, to an episode)."""
 
-    images: int = 0  # image blocks moved out of the text
+    images: int = 0  # images moved out of the text: blocks, and other values that are images
     bytes_before: int = 0
     bytes_after: int = 0
     stream_events_dropped: int = 0
@@ -67,74 +82,91 @@ class ImageStore:
     """The episode's images by path; one file per distinct decoded image, however often seen.
 
     With a `cache` folder (shared by every build), an image is encoded once ever: the result is
-    kept under the sha256 of the decoded bytes, the media type and the encoder's settings.
+    kept under the sha256 of the decoded bytes and the encoder's settings.
     """
 
     files: dict[str, bytes] = field(default_factory=dict)
     cache: Path | None = None
-    _by_sha: dict[str, tuple[str, str]] = field(default_factory=dict)
+    _by_sha: dict[str, tuple[str, str] | None] = field(default_factory=dict)
     _parsed: dict[tuple[int, bytes, bytes, bytes, bytes], list[tuple[bytes, object]]] = field(default_factory=dict)
-    _by_text: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    _by_text: dict[tuple[int, bytes, bytes, bytes, bytes], list[tuple[bytes, tuple[str, str] | None]]] = field(
+        default_factory=dict)
 
     def parse_block(self, span: bytes) -> object:
         """json.loads of an object's text, once per distinct text: request logs repeat the same
-        image blocks request after request, and parsing their base64 is most of the work.
-        Texts are told apart by a key read off a few hundred bytes of them (`_sample_key`),
-        then compared whole: a comparison runs at memory speed, a checksum of every byte
-        several times slower."""
-        key = _sample_key(span)
-        for seen, obj in self._parsed.get(key, ()):
-            if seen == span:
-                return obj
+        image blocks request after request, and parsing their base64 is most of the work."""
+        return _memo(self._parsed, span, _loads_or_none, keep=len(span) <= _MEMO_MAX_SPAN)
+
+    def put_base64(self, data: bytes) -> tuple[str, str] | None:
+        """Like `put` for base64 text (None if it is not the base64 of an image); repeats skip
+        the decoding. Texts are told apart by a key read off a few hundred bytes of them
+        (`_sample_key`), then compared whole: a comparison runs at memory speed, a checksum of
+        every byte several times slower."""
+        return _memo(self._by_text, data, self._put_base64, keep=True)
+
+    def _put_base64(self, data: bytes) -> tuple[str, str] | None:
         try:
-            obj = json.loads(span)
-        except ValueError:
-            obj = None
-        if len(span) <= _MEMO_MAX_SPAN:
-            self._parsed.setdefault(key, []).append((span, obj))
-        return obj
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        return self.put(raw)
 
-    def put_base64(self, data: str, media_type: str) -> tuple[str, str] | None:
-        """Like `put` for base64 text (None if it does not decode); repeats skip the decoding."""
-        key = (data, media_type)
-        if key not in self._by_text:
-            try:
-                raw = base64.b64decode(data, validate=True)
-            except (binascii.Error, ValueError):
-                return None
-            self._by_text[key] = self.put(raw, media_type)
-        return self._by_text[key]
-
-    def put(self, raw: bytes, media_type: str) -> tuple[str, str]:
-        """Store decoded image bytes once; return (path, mimeType) of the stored file."""
+    def put(self, raw: bytes) -> tuple[str, str] | None:
+        """Store decoded image bytes once; (path, mimeType) of the stored file, or None when
+        the bytes are not an image (they are then not stored)."""
         digest = hashlib.sha256(raw).hexdigest()
         if digest not in self._by_sha:
-            data, mime, ext = self._smallest(raw, digest, media_type)
-            path = f"{IMAGE_DIR}/{digest}.{ext}"
-            self.files[path] = data
-            self._by_sha[digest] = (path, mime)
+            stored = self._smallest(raw, digest) if image_format(raw) else None
+            if stored is not None:
+                data, mime, ext = stored
+                path = f"{IMAGE_DIR}/{digest}.{ext}"
+                self.files[path] = data
+                self._by_sha[digest] = (path, mime)
+            else:
+                self._by_sha[digest] = None
         return self._by_sha[digest]
 
-    def _smallest(self, raw: bytes, digest: str, media_type: str) -> tuple[bytes, str, str]:
+    def _smallest(self, raw: bytes, digest: str) -> tuple[bytes, str, str] | None:
         """`_smallest`, through the cache: an entry is `mime ext sha256-of-data` on one line,
-        then the data; one that does not check out (a torn write) is encoded again."""
+        then the data (`- -` for bytes that are no image); one that does not check out (a torn
+        write) is encoded again."""
         if self.cache is None:
-            return _smallest(raw, media_type)
-        settings = f"{media_type.lower()}\0webp-q{WEBP_QUALITY}\0pillow-{PIL.__version__}\0{digest}"
+            return _smallest(raw)
+        settings = f"webp-q{WEBP_QUALITY}-m{WEBP_METHOD}\0{_STORED_FORM}\0pillow-{PIL.__version__}\0{digest}"
         key = hashlib.sha256(settings.encode()).hexdigest()
         entry = self.cache / key[:2] / key
         cached = _cache_entry(entry)
         if cached is not None:
-            return cached
-        data, mime, ext = _smallest(raw, media_type)
+            return None if cached[1] == "-" else cached
+        stored = _smallest(raw)
+        data, mime, ext = stored if stored is not None else (b"", "-", "-")
         write_atomic(entry, f"{mime} {ext} {hashlib.sha256(data).hexdigest()}\n".encode() + data, durable=False)
-        return data, mime, ext
+        return stored
+
+
+def _memo(memo: dict, text: bytes, compute: Callable[[bytes], object], *, keep: bool):
+    """compute(text), once per distinct text seen by this memo (see `ImageStore.put_base64`)."""
+    key = _sample_key(text)
+    for seen, value in memo.get(key, ()):
+        if seen == text:
+            return value
+    value = compute(text)
+    if keep:
+        memo.setdefault(key, []).append((text, value))
+    return value
+
+
+def _loads_or_none(span: bytes) -> object:
+    try:
+        return json.loads(span)
+    except ValueError:
+        return None
 
 
 def _sample_key(span: bytes) -> tuple[int, bytes, bytes, bytes, bytes]:
     """Length and four 64-byte samples: the head and tail of image blocks of one media type
     are alike, base64 from the middle of two different images is not. Equal keys are only
-    candidates; `parse_block` compares the texts."""
+    candidates; the memo compares the texts."""
     n = len(span)
     return n, span[n // 4 : n // 4 + 64], span[n // 2 : n // 2 + 64], span[3 * n // 4 : 3 * n // 4 + 64], span[-64:]
 
@@ -150,28 +182,28 @@ def _cache_entry(entry: Path) -> tuple[bytes, str, str] | None:
     return (data, mime, ext) if hashlib.sha256(data).hexdigest() == data_sha else None
 
 
-def _smallest(raw: bytes, media_type: str) -> tuple[bytes, str, str]:
-    """WebP at quality 70, or the original bytes (with their own extension) when smaller."""
-    original_mime = media_type.lower()
-    original_ext = _EXTENSIONS.get(original_mime)
+def _smallest(raw: bytes) -> tuple[bytes, str, str] | None:
+    """WebP at quality 70, or the original bytes (their metadata stripped, with their own
+    extension) when smaller; None when Pillow does not decode the bytes as their format."""
+    kind = image_format(raw)
     try:
         with Image.open(io.BytesIO(raw)) as image:
-            if original_ext is None:
-                original_mime = _MIME_OF_FORMAT.get(image.format or "", original_mime)
-                original_ext = _EXTENSIONS.get(original_mime, "bin")
-            if getattr(image, "n_frames", 1) > 1:
-                return raw, original_mime, original_ext  # animation: kept as it is
+            if {"MPO": "JPEG"}.get(image.format, image.format) != kind:  # MPO: a camera JPEG with a preview
+                return None
             image.load()
+            original = strip_metadata(raw)
+            if getattr(image, "n_frames", 1) > 1:
+                return original, MIME_TYPES[kind], EXTENSIONS[kind]  # animation: kept as it is
             has_alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
             picture = image if image.mode in ("RGB", "RGBA") else image.convert("RGBA" if has_alpha else "RGB")
             out = io.BytesIO()
-            picture.save(out, "WEBP", quality=WEBP_QUALITY)
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
-        return raw, original_mime, original_ext or "bin"
+            picture.save(out, "WEBP", quality=WEBP_QUALITY, method=WEBP_METHOD)
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+        return None
     webp = out.getvalue()
-    if len(webp) < len(raw):
+    if len(webp) < len(original):
         return webp, "image/webp", "webp"
-    return raw, original_mime, original_ext
+    return original, MIME_TYPES[kind], EXTENSIONS[kind]
 
 
 def is_slimmable(path: str) -> bool:
@@ -240,12 +272,16 @@ def _after_string(text: bytes, pos: int) -> int:
 
 
 def _replace_images(text: bytes, store: ImageStore) -> tuple[bytes, list[tuple[int, int]], int]:
-    """The text with its image blocks moved to the store; the replaced spans; how many."""
+    """The text with its image blocks moved to the store; the replaced spans; how many. A block
+    whose data is not an image stays as it is: it is text."""
     pieces, spans, last = [], [], 0
-    for start, end, data, mime in sorted(_image_blocks(text, store.parse_block)):
+    for start, end, data, _ in sorted(_image_blocks(text, store.parse_block)):
         if start < last:
             continue
-        stored = store.put_base64(data, mime)
+        try:
+            stored = store.put_base64(data.encode("ascii"))
+        except UnicodeEncodeError:
+            continue
         if stored is None:
             continue
         path, stored_mime = stored
@@ -261,6 +297,65 @@ def _replace_images(text: bytes, store: ImageStore) -> tuple[bytes, list[tuple[i
 
 def _may_hold_image(text: bytes) -> bool:
     return b'"data"' in text and (b'"base64"' in text or b'"mimeType"' in text)
+
+
+def _image_runs(text: bytes) -> list[int]:
+    """Where a run of base64 may begin that decodes to an image: the base64 of a format's magic
+    bytes, not inside a longer run (found at memory-search speed, one scan per format)."""
+    starts = set()
+    for head in _IMAGE_B64_HEADS:
+        at = text.find(head)
+        while at >= 0:
+            if at == 0 or text[at - 1] not in _B64_STANDARD:
+                starts.add(at)
+            at = text.find(head, at + len(head))
+    return sorted(starts)
+
+
+def _run_end(text: bytes, start: int) -> int:
+    """End of the base64 run at `start`: mostly the closing quote of its JSON string, checked
+    at memory speed; otherwise where the base64 characters stop."""
+    quote = text.find(b'"', start)
+    if quote > start and not text[start:quote].replace(b"\\/", b"/").translate(None, _B64_STANDARD):
+        return quote
+    return _B64_RUN.match(text, start).end()
+
+
+def _replace_image_values(text: bytes, store: ImageStore) -> tuple[bytes, int]:
+    """Every other base64 image in the text replaced by its path: a string value that is one
+    (`tool_use_result.file.base64`), or a `data:image/…;base64,` URL. Runs shorter than 512
+    characters, or that are no image, stay."""
+    pieces, last, moved = [], 0, 0
+    for start in _image_runs(text):
+        if start < last:
+            continue
+        end = _run_end(text, start)
+        run = text[start:end]
+        if b"\\" in run:
+            run = run.replace(b"\\/", b"/")
+        if len(run) < _B64_MIN_RUN:
+            continue
+        stored = store.put_base64(run)
+        if stored is None:
+            continue
+        url = _DATA_URL_HEAD.search(text, max(last, start - 64), start)
+        pieces += (text[last : url.start() if url else start], stored[0].encode())
+        last = end
+        moved += 1
+    if not moved:
+        return text, 0
+    pieces.append(text[last:])
+    return b"".join(pieces), moved
+
+
+def _slim_text(text: bytes, store: ImageStore) -> tuple[bytes, list[tuple[int, int]], int]:
+    """Image blocks, then every other image value, moved out of one JSON text (a line of a
+    JSONL file, or a whole JSON file); the replaced block spans; how many images were moved."""
+    spans, blocks = [], 0
+    if _may_hold_image(text):
+        text, spans, blocks = _replace_images(text, store)
+    text, values = _replace_image_values(text, store)
+    return text, spans, blocks + values
 
 
 def _is_stream_event(line: bytes) -> bool:
@@ -284,9 +379,8 @@ def _slim_jsonl(data: bytes, store: ImageStore) -> SlimResult:
         if _is_stream_event(line):
             dropped += 1
             continue
-        if _may_hold_image(line):
-            line, _, moved = _replace_images(line, store)
-            images += moved
+        line, _, moved = _slim_text(line, store)
+        images += moved
         out.append(line)
         kept.append(number)
     slimmed = b"\n".join(out) if (images or dropped) else data
@@ -318,9 +412,7 @@ def slim_member(path: str, data: bytes, store: ImageStore) -> SlimResult:
         return SlimResult(data, SlimStats(), None)
     if path.lower().endswith(".jsonl"):
         return _slim_jsonl(data, store)
-    if not _may_hold_image(data):
-        return SlimResult(data, SlimStats(0, len(data), len(data), 0), None)
-    slimmed, spans, moved = _replace_images(data, store)
+    slimmed, spans, moved = _slim_text(data, store)
     collapsed = any(data.find(b"\n", s, e) >= 0 for s, e in spans)  # find: memchr, far faster than count
     line_map = _collapsed_line_map(data, spans) if collapsed else None
     return SlimResult(slimmed, SlimStats(moved, len(data), len(slimmed), 0), line_map)

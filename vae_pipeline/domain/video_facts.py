@@ -43,6 +43,9 @@ TIME_SLACK_S = 0.0005
 # Durations compared against a threshold are rounded to 3 decimals first; this absorbs the
 # float error left after that (15 frames at 1/30 s last 0.5 s, not 0.49999...).
 EPS = 1e-6
+# Frames larger than 8K UHD are not decoded: one 16000x16000 frame alone is ~1 GB of YUV and RGB
+# planes, and no delivery of the harness is near that size.
+MAX_PIXELS = 7680 * 4320
 
 Sampler = Callable[[float, float], list[dict]]
 Frame = tuple[float, str, Image.Image]  # (t_s, reason, picture) by default, see `analyse_video`
@@ -64,7 +67,7 @@ class VideoAnalysis:
     frames: list[Frame] = field(default_factory=list)
 
 
-def _failed(reason: str) -> VideoAnalysis:
+def failed(reason: str) -> VideoAnalysis:
     """Nothing decoded: every fact unknown, and the reason why."""
     facts = dict.fromkeys(FACT_KEYS)
     facts.update(video_ok=False, error=reason)
@@ -359,8 +362,14 @@ class _Scan:
     error: str | None = None
 
 
+def _too_large(width: int, height: int, max_pixels: int) -> str | None:
+    if width * height <= max_pixels:
+        return None
+    return f"frame size {width}x{height} is over the limit of {max_pixels:,} pixels (8K UHD): not decoded"
+
+
 def _scan(container: av.container.InputContainer, stream: av.video.stream.VideoStream,
-          wanted: list[float], take: Take) -> _Scan:
+          wanted: list[float], take: Take, max_pixels: int) -> _Scan:
     """The one decode pass: per-frame analysis numbers, plus the wanted frames taken."""
     base = float(stream.time_base or 1)
     reformatter = VideoReformatter()
@@ -370,6 +379,10 @@ def _scan(container: av.container.InputContainer, stream: av.video.stream.VideoS
         for frame in container.decode(stream):
             if frame.pts is None:
                 scan.error = "frame without a timestamp"
+                break
+            too_large = _too_large(frame.width, frame.height, max_pixels)
+            if too_large is not None:  # the stream grew past what its header said
+                scan.error = too_large
                 break
             if coded is None:
                 scan.turns = _quarter_turns(frame)
@@ -397,32 +410,36 @@ def _scan(container: av.container.InputContainer, stream: av.video.stream.VideoS
 
 
 def analyse_video(path: Path, sample: Sampler | None = None, *, decoder_threads: int = 0,
-                  take: Take = display_picture) -> VideoAnalysis:
+                  take: Take = display_picture, max_pixels: int = MAX_PIXELS) -> VideoAnalysis:
     """Measure the facts of `path` and take the frames `sample(duration_s, fps)` asks for.
 
     Never raises on bad input: a file where nothing decodes gives `video_ok` false and an
     `error`; a file that breaks part-way gives the facts up to the break and an `error` note.
-    `decoder_threads` 0 lets FFmpeg choose; 1 suits a video decoded beside others. Each frame
+    A stream whose frames are over `max_pixels` (its coded size, read before any decoding) is not
+    decoded. `decoder_threads` 0 lets FFmpeg choose; 1 suits a video decoded beside others. Each frame
     is kept as `take(frame, quarter_turns)` makes it (by default its RGB picture), as soon as
     it is decoded: a caller that only writes JPEGs never holds the full-size frames.
     """
     path = Path(path)
     if not path.is_file():
-        return _failed("no such file")
+        return failed("no such file")
     if path.stat().st_size == 0:
-        return _failed("empty file")
+        return failed("empty file")
     try:
         container, stream = _open_video(path, decoder_threads)
     except _NoVideo:
-        return _failed("no video stream")
+        return failed("no video stream")
     except (av.FFmpegError, OSError) as exc:
-        return _failed(f"cannot open: {_reason(exc)}")
+        return failed(f"cannot open: {_reason(exc)}")
     with container:
+        too_large = _too_large(stream.codec_context.width, stream.codec_context.height, max_pixels)
+        if too_large is not None:
+            return failed(too_large)
         guess = _metadata_guess(stream)
         planned = [item["t_s"] for item in sample(*guess)] if sample and guess else []
-        scan = _scan(container, stream, planned, take)
+        scan = _scan(container, stream, planned, take, max_pixels)
     if not scan.acc.times:
-        return _failed(scan.error or "no frame decoded")
+        return failed(scan.error or "no frame decoded")
     facts = _facts(scan.acc, scan.width, scan.height, scan.error)
     if sample is None or facts["video_duration_s"] is None or facts["fps"] is None:
         return VideoAnalysis(facts=facts)

@@ -22,8 +22,9 @@ DEFAULTS = {
     "VAE_META_DIR": str(PROJECT_META),
     "VAE_RUBRIC_VERSION": "latest",  # or a version such as 1.0
     "VAE_HARNESS_HOSTNAME": "",  # the harness machine's host name, for the scrub
-    "VAE_HARNESS_USER": "",  # the harness machine's user name, for the scrub
+    "VAE_HARNESS_USER": "",  # the harness machine's user names (comma-separated), for the scrub
     "VAE_MAX_UNPACKED_BYTES": str(4 * 1024**3),
+    "VAE_MAX_LINE_BYTES": str(64 * 1024**2),  # a longer JSONL line makes its episode invalid
     "VAE_HUB_REPO": "",  # ORG/NAME of the dataset repository (vae publish --repo)
     "VAE_LEADERBOARD_ROUNDS": "1000",  # bootstrap rounds of the leaderboard's intervals
     "VAE_LEADERBOARD_SEED": "0",  # seed of the leaderboard's bootstrap

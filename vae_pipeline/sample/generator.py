@@ -45,6 +45,11 @@ HD_FPS = 30
 # The rubric the sample judge answers under: `_contract_rule` and `_planted_gates` are its table.
 JUDGE_RUBRIC = "1.2"
 HARNESS_USER = "vae-runner"
+# What every sample episode's init line says ran (series.json `actor.cli` is CLI_VERSION), and the
+# model of the one episode planted with another actor (provenance_faults=True).
+CLI_VERSION = "2.1.310"
+ACTOR_TOOLS = ("Bash", "Glob", "Grep", "Read", "Write")
+ODD_ACTOR_MODEL = "claude-sonnet-5-20261014"
 HARNESS_HOST = "gpu-07.render.internal"
 
 # Each kind of bad input in contract 1, planted once in the first series (when bad=True).
@@ -80,6 +85,7 @@ class EpisodePlan:
     drifted: bool = False  # judge.json's host.label deliberately differs from `host["label"]`
     stored_host_label: str | None = None  # judge.json's host.label; None without judge.json
     scores: dict[str, int] | None = None  # the judge's scores, when planted (contest episodes)
+    actor_model: str = "claude-opus-5.5"  # the model its messages.jsonl init line names
 
 
 @dataclass
@@ -89,6 +95,10 @@ class SampleRun:
     episodes: list[EpisodePlan]
     drifted_ids: list[str] = field(default_factory=list)  # stored host label != the contract's
     contest: ContestPlan | None = None  # several actor models and their comparisons (contest=True)
+    # planted with provenance_faults: harness.dirty true; no benchmark_version; another init model
+    dirty_series: list[str] = field(default_factory=list)
+    unversioned_series: list[str] = field(default_factory=list)
+    odd_actor_ids: list[str] = field(default_factory=list)
 
 
 def load_briefs(meta_dir: Path) -> list[dict]:
@@ -99,12 +109,16 @@ def load_briefs(meta_dir: Path) -> list[dict]:
 
 
 def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, seed: int = 0,
-             bad: bool = True, hd: bool = False, drifted: int = 2, contest: bool = False) -> SampleRun:
+             bad: bool = True, hd: bool = False, drifted: int = 2, contest: bool = False,
+             provenance_faults: bool | None = None) -> SampleRun:
     """Write `series` series of `episodes` good episodes each (the last series `running`); with
     `contest`, also several actor models' series on shared briefs and their comparisons.
 
     The first `drifted` judged good episodes of the first series store a host label that is not
-    the one the contract gives (as a harness with a since-corrected gate would have stored)."""
+    the one the contract gives (as a harness with a since-corrected gate would have stored).
+    `provenance_faults` (default: `bad`) makes the first series dirty, its second good episode
+    run another model, and the second series (when completed) unversioned; the contest series
+    stay clean, so the demo's leaderboard and checks still have series that pass."""
     rng = random.Random(seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -120,7 +134,15 @@ def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, s
         if series_dir.exists():
             shutil.rmtree(series_dir)
         series_dir.mkdir()
-        _write_json(series_dir / "series.json", _series_json(series_id, sample, status, index))
+        info = _series_json(series_id, sample, status, index)
+        faults = (bad if provenance_faults is None else provenance_faults) and status == "completed"
+        if faults and index == 0:
+            info["harness"]["dirty"] = True
+            run.dirty_series.append(series_id)
+        if faults and index == 1:
+            del info["benchmark_version"]
+            run.unversioned_series.append(series_id)
+        _write_json(series_dir / "series.json", info)
         run.series[series_id] = status
         chosen = rng.sample(briefs, k=min(episodes, len(briefs)))
         for number, brief in enumerate(chosen):
@@ -131,6 +153,9 @@ def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, s
                             and plan.variant not in UNJUDGED_VARIANTS)
             if plan.drifted:
                 run.drifted_ids.append(plan.episode_id)
+            if faults and index == 0 and number == 1:
+                plan.actor_model = ODD_ACTOR_MODEL
+                run.odd_actor_ids.append(plan.episode_id)
             _write_episode(series_dir, plan, rng, rubric)
             run.episodes.append(plan)
         if bad and index == 0:
@@ -159,7 +184,8 @@ def _write_contest(run: SampleRun, briefs: list[dict], rubric: Rubric, *, first_
     rng = random.Random(f"contest-episodes-{seed}")
     for entry in run.contest.episodes:
         run.series[entry.series] = "completed"
-        plan = EpisodePlan(entry.series, entry.episode_id, entry.brief, hd=hd, scores=entry.scores)
+        plan = EpisodePlan(entry.series, entry.episode_id, entry.brief, hd=hd, scores=entry.scores,
+                           actor_model=entry.model)
         _write_episode(run.root / entry.series, plan, rng, rubric)
         run.episodes.append(plan)
 
@@ -172,7 +198,7 @@ def _series_json(series_id: str, sample: str, status: str, index: int) -> dict:
     return {
         "series_id": series_id, "sample": sample, "status": status,
         "created_at": f"2026-10-{21 + index:02d}T08:00:00Z",
-        "actor": {"model": "claude-opus-5.5", "effort": "high", "sdk": "0.2.174", "cli": "2.1.310"},
+        "actor": {"model": "claude-opus-5.5", "effort": "high", "sdk": "0.2.174", "cli": CLI_VERSION},
         "harness": {"version": "1.4.2", "commit": "3f9c2e1", "dirty": False},
         "benchmark_version": "1.2.0",
     }
@@ -251,9 +277,12 @@ def _episode_files(plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> dic
     for n, image in enumerate(images):
         files[f"observations/frame-{n}.png"] = image
     files["transcript/session.jsonl"] = files["messages.jsonl"]
+    work = f"{home}/runs/{plan.episode_id}/work"
     files["transcript/api-request-shape.json"] = json.dumps(
-        {"model": "claude-opus-5.5", "cwd": f"{home}/runs/{plan.episode_id}",
-         "host": HARNESS_HOST, "user": HARNESS_USER}, indent=2).encode()
+        {"model": plan.actor_model, "cwd": f"{home}/runs/{plan.episode_id}",
+         "host": HARNESS_HOST, "user": HARNESS_USER,
+         "system": [{"type": "text", "text": f"You are Claude Code. Working directory: {work}"}],
+         "tools": [{"name": name, "input_schema": {"type": "object"}} for name in ACTOR_TOOLS]}, indent=2).encode()
     for n in range(2):
         blob = {"headers": {"Authorization": f"Bearer {secrets['bearer']}",
                             "x-api-key": secrets["anthropic"]},
@@ -322,7 +351,8 @@ def _messages(brief: dict, plan: EpisodePlan, images: list[bytes], secrets: dict
     ]
     if plan.variant in ("clean", "long"):
         steps.append(("Read", {"file_path": f"{work}/snap/final.jpg"}))
-    messages: list[dict] = [{"type": "system", "subtype": "init", "cwd": work, "model": "claude-opus-5.5"}]
+    messages: list[dict] = [{"type": "system", "subtype": "init", "cwd": work, "model": plan.actor_model,
+                             "claude_code_version": CLI_VERSION, "tools": list(ACTOR_TOOLS)}]
     out_tokens = 0
     for n, (name, tool_input) in enumerate(steps):
         usage = {"input_tokens": 900 + n, "output_tokens": 300 + 7 * n}

@@ -9,8 +9,8 @@ a result.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 import dagster as dg
 from dagster._core.storage.asset_check_execution_record import (
@@ -32,6 +32,7 @@ class CheckOutcome:
     status: str  # PASSED, FAILED, NOT_EVALUATED (never ran, or its run ended first) or RUNNING
     description: str | None  # the evaluation's description; None unless evaluated
     run_id: str | None  # the run of the latest record
+    metadata: Mapping[str, object] = field(default_factory=dict)  # the evaluation's metadata
 
     @property
     def passed(self) -> bool | None:
@@ -54,7 +55,8 @@ def _latest(instance: dg.DagsterInstance, keys: list[dg.AssetCheckKey]
             outcomes[key] = CheckOutcome(RUNNING if record.run_id in unfinished else NOT_EVALUATED, None, record.run_id)
         else:
             evaluation = record.evaluation
-            outcomes[key] = CheckOutcome(PASSED if evaluation.passed else FAILED, evaluation.description, record.run_id)
+            outcomes[key] = CheckOutcome(PASSED if evaluation.passed else FAILED, evaluation.description, record.run_id,
+                                         evaluation.metadata or {})
     return outcomes, records
 
 

@@ -17,6 +17,7 @@ from vae_pipeline.domain.episode_files import (
     read_episode_files,
 )
 from vae_pipeline.domain.series import EpisodeEntry
+from vae_pipeline.domain.strict_json import DEFAULT_MAX_LINE_BYTES
 
 
 class RunsRoot(dg.ConfigurableResource):
@@ -24,6 +25,7 @@ class RunsRoot(dg.ConfigurableResource):
 
     path: str
     max_unpacked_bytes: int = DEFAULT_SIZE_LIMIT
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # a longer JSONL line is bad input
 
     @property
     def root(self) -> Path:
@@ -37,9 +39,11 @@ class RunsRoot(dg.ConfigurableResource):
         return EpisodeEntry(row["source"], row["id"], self.series_dir(row["series"]) / row["source"],
                             row["is_archive"])
 
-    def read_files(self, row: dict, wanted: Callable[[str], bool]) -> EpisodeFiles:
-        """The files `wanted` selects of a parsed episode, read safely (raises BadInput)."""
-        return read_episode_files(self.episode_entry(row), wanted, size_limit=self.max_unpacked_bytes)
+    def read_files(self, row: dict, wanted: Callable[[str], bool], *, as_json: bool = False) -> EpisodeFiles:
+        """The files `wanted` selects of a parsed episode, read safely (raises BadInput); `as_json`
+        files are one JSON text each, refused past the line limit before they are read."""
+        return read_episode_files(self.episode_entry(row), wanted, size_limit=self.max_unpacked_bytes,
+                                  max_file_bytes=self.max_line_bytes if as_json else None)
 
     def members(self, row: dict) -> Iterator[SourceMember]:
         """Every file of a parsed episode as a stream, read safely (raises BadInput)."""
@@ -123,9 +127,12 @@ class DatasetFolder(dg.ConfigurableResource):
 
 
 class ScrubSettings(dg.ConfigurableResource):
-    """What the scrub is told about the harness machine: its host name and user name.
+    """What the scrub is told about the harness machine: its host name and user names
+    (`harness_user`: comma-separated, `ana,builder`; the names of the home directories an
+    episode's files name are added to them for that episode).
 
-    Values holding `/ . @ :` are replaced with placeholders; a plain word is only reported.
+    A host name is replaced where its value holds `/ . @ :`, a user name in paths, `user@host`
+    and `ls -l` columns; a plain word is only reported.
     """
 
     harness_hostname: str = ""

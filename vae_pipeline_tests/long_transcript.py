@@ -1,0 +1,138 @@
+"""A long `messages.jsonl` written by hand in the Claude Code CLI's stream-json shapes (contract 1),
+and its plan: what a transcript page must show of it.
+
+Shapes: one API response streamed as several `assistant` lines sharing `message.id` (one block a
+line: an empty thinking block with a long base64 signature, a text, a tool call), tool results whose
+`content` is a string or a list of blocks, a `Read` of an image whose `tool_use_result` holds the
+same picture again, a `Task` call whose subagent's lines (`parent_tool_use_id` set) are interleaved
+with the main agent's, `system` lines, `stream_event` lines, an ignored `rate_limit_event`, and
+two `result` lines (two query turns). A home path is planted in the tool inputs and results (the
+scrub turns it into `<home>`), and `secrets` in one tool result.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PIL import Image, ImageDraw
+
+SUBAGENT_CALL = "toolu_task_0001"
+LONG_RESULT_CHARS = 60_000  # one tool result past the page's text limit
+
+
+@dataclass
+class LongPlan:
+    lines: int = 0
+    messages: int = 0  # distinct message ids of the main agent
+    main_calls: list[str] = field(default_factory=list)  # tool_use ids, in order
+    subagent_calls: list[str] = field(default_factory=list)
+    images: int = 0  # distinct pictures the tool results show
+    stream_events: int = 0  # lines the slimming drops
+
+
+def _png(rng: random.Random, n: int) -> bytes:
+    picture = Image.new("RGB", (160, 90), (rng.randint(0, 255), rng.randint(0, 255), 120))
+    ImageDraw.Draw(picture).rectangle((5 + n % 100, 10, 40 + n % 100, 60), fill=(250, 250, 250))
+    out = io.BytesIO()
+    picture.save(out, format="PNG")
+    return out.getvalue()
+
+
+def long_messages(turns: int, home: str, secrets: str, seed: int = 0) -> tuple[bytes, LongPlan]:
+    """`turns` main-agent responses (plus a subagent of 3 calls at the tenth): the file and its plan."""
+    rng = random.Random(seed)
+    plan = LongPlan()
+    lines: list[dict] = [{"type": "system", "subtype": "init", "cwd": f"{home}/work", "model": "claude-opus-5.5"},
+                         {"type": "system", "subtype": "hook_started", "hook_name": "SessionStart"}]
+    pictures = [_png(rng, n) for n in range(4)]
+
+    def assistant(message_id: str, block: dict, parent: str | None) -> dict:
+        return {"type": "assistant", "parent_tool_use_id": parent, "session_id": "sess-1", "uuid": f"u-{len(lines)}",
+                "message": {"id": message_id, "model": "claude-opus-5.5", "type": "message", "role": "assistant",
+                            "content": [block], "usage": {"input_tokens": 3, "output_tokens": 1}}}
+
+    def result(call: str, content: object, parent: str | None, extra: dict | None = None) -> dict:
+        line = {"type": "user", "parent_tool_use_id": parent, "session_id": "sess-1", "uuid": f"u-{len(lines)}",
+                "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call,
+                                                         "content": content, "is_error": False}]}}
+        return line | (extra or {})
+
+    def call(n: int, parent: str | None) -> tuple[str, str, dict]:
+        kind = n % 4
+        if kind == 0:
+            return f"toolu_{parent or 'main'}_{n:04d}", "Read", {"file_path": f"{home}/work/snap/frame-{n}.png"}
+        if kind == 1:
+            return f"toolu_{parent or 'main'}_{n:04d}", "Bash", {"command": f"ls {home}/work && npx hyperframes snapshot"}
+        if kind == 2:
+            return f"toolu_{parent or 'main'}_{n:04d}", "Write", {"file_path": f"{home}/work/index.html",
+                                                                  "content": "<div id='stage'></div>\n" * 5}
+        return f"toolu_{parent or 'main'}_{n:04d}", "Grep", {"pattern": "stage", "path": f"{home}/work"}
+
+    def exchange(n: int, parent: str | None, calls: list[str]) -> None:
+        message_id = f"msg_{parent or 'main'}_{n:04d}"
+        signature = base64.b64encode(rng.randbytes(600)).decode()
+        lines.append({"type": "stream_event", "event": {"type": "content_block_delta"}, "parent_tool_use_id": parent})
+        plan.stream_events += 1
+        lines.append(assistant(message_id, {"type": "thinking", "thinking": "", "signature": signature}, parent))
+        lines.append(assistant(message_id, {"type": "text", "text": f"Step {n}: looking at the stage."}, parent))
+        tool_id, name, tool_input = call(n, parent)
+        lines.append(assistant(message_id, {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input,
+                                            "caller": {"type": "direct"}}, parent))
+        calls.append(tool_id)
+        if name == "Read":
+            picture = pictures[n // 4 % len(pictures)]
+            data = base64.b64encode(picture).decode()
+            lines.append(result(tool_id, [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                      "data": data}}], parent,
+                                {"tool_use_result": {"type": "image", "file": {
+                                    "base64": data, "type": "image/png", "originalSize": len(picture),
+                                    "dimensions": {"originalWidth": 160, "originalHeight": 90}}}}))
+        elif name == "Bash":
+            lines.append(result(tool_id, f"index.html\nsnap\n{home}/work/out.png written", parent,
+                                {"tool_use_result": {"stdout": "ok", "stderr": "", "interrupted": False}}))
+        else:
+            lines.append(result(tool_id, [{"type": "text", "text": f"done ({name})"}], parent))
+        if parent is None:
+            plan.messages += 1
+
+    for n in range(turns):
+        exchange(n, None, plan.main_calls)
+        if n == 10:
+            lines.append(assistant("msg_task", {"type": "tool_use", "id": SUBAGENT_CALL, "name": "Task",
+                                                "input": {"description": "check frames",
+                                                          "prompt": "Look at every frame.",
+                                                          "subagent_type": "general-purpose"}}, None))
+            plan.main_calls.append(SUBAGENT_CALL)
+            plan.messages += 1
+            for k in range(3):  # the subagent's lines, interleaved with the main agent's below
+                exchange(k, SUBAGENT_CALL, plan.subagent_calls)
+            lines.append(result(SUBAGENT_CALL, [{"type": "text", "text": "Every frame looks right."}], None))
+        if n == 20:
+            lines.append({"type": "rate_limit_event", "rate_limit_info": {"status": "allowed"}})
+            lines.append(result("toolu_without_call", f"{secrets}\n" + "x" * LONG_RESULT_CHARS, None))
+        if n == turns // 2:
+            lines.append({"type": "result", "subtype": "success", "is_error": False, "num_turns": n,
+                          "usage": {"input_tokens": 10, "output_tokens": 10}, "result": "First part done."})
+            lines.append({"type": "user", "message": {"role": "user", "content": "Now polish the ending."},
+                          "parent_tool_use_id": None, "session_id": "sess-1"})
+    lines.append(assistant("msg_last", {"type": "text", "text": f"Delivered {home}/work/out.mp4."}, None))
+    plan.messages += 1
+    lines.append({"type": "result", "subtype": "success", "is_error": False, "num_turns": turns,
+                  "usage": {"input_tokens": 20, "output_tokens": 20}, "result": "Done."})
+    plan.images = len({n // 4 % len(pictures) for n in range(turns) if n % 4 == 0}
+                      | {k // 4 % len(pictures) for k in range(3) if k % 4 == 0})
+    plan.lines = len(lines)
+    return b"".join(json.dumps(line).encode() + b"\n" for line in lines), plan
+
+
+def plant_long_episode(run_folder: Path, turns: int, home: str, secrets: str) -> LongPlan:
+    """Replace a run folder's messages.jsonl with a long one (its counts then differ from
+    result.json's: a warning, not an invalid episode)."""
+    data, plan = long_messages(turns, home, secrets)
+    (run_folder / "messages.jsonl").write_bytes(data)
+    return plan

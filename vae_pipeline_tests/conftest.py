@@ -54,3 +54,15 @@ def copy_runs(sample: SampleRun, dest: Path) -> Path:
     """A private copy of the sample runs, for tests that change them."""
     shutil.copytree(sample.root, dest, symlinks=True)
     return dest
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the counts tests record with `record_property("summary", ...)` (kills recovered...),
+    after the run; xdist brings the properties back from its workers."""
+    lines = [value for reports in terminalreporter.stats.values() for report in reports
+             if getattr(report, "when", None) == "call"
+             for name, value in getattr(report, "user_properties", ()) if name == "summary"]
+    if lines:
+        terminalreporter.section("counts")
+        for line in lines:
+            terminalreporter.write_line(line)

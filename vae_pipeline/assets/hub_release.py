@@ -26,6 +26,7 @@ from vae_pipeline.domain.publish import (
     plan_publish,
 )
 from vae_pipeline.domain.series import discover_series
+from vae_pipeline.storage.checks import RUNNING, check_outcomes
 from vae_pipeline.storage.resources import DatasetFolder, HubRepo, ProjectMeta, RunsRoot
 
 
@@ -47,19 +48,20 @@ def failing_publish_checks(instance: dg.DagsterInstance, run_id: str) -> list[st
     so a check that did not run in it counts by its latest evaluation, which must have passed
     and be newer than the latest materialization of the asset it checks (about the files as
     they are now)."""
+    keys = sorted((key for check in PUBLISH_CHECKS for key in check.check_keys),
+                  key=lambda k: (k.asset_key.to_user_string(), k.name))
     reasons = []
-    for key in sorted((key for check in PUBLISH_CHECKS for key in check.check_keys),
-                      key=lambda k: (k.asset_key.to_user_string(), k.name)):
-        record = instance.get_latest_asset_check_evaluation_record(key)
-        evaluation = record.evaluation if record else None
+    for key, outcome in check_outcomes(instance, keys).items():
         name = f"{key.asset_key.to_user_string()}.{key.name}"
         materialized = instance.get_latest_materialization_event(key.asset_key)
-        if getattr(evaluation, "passed", None) is None:
-            reasons.append(f"{name}: has not run{' to the end in this run' if record and record.run_id == run_id else ''}"
+        if outcome.status == RUNNING and outcome.run_id != run_id:
+            reasons.append(f"{name}: still running (run {outcome.run_id}); wait for it")
+        elif outcome.passed is None:
+            reasons.append(f"{name}: not evaluated{' to the end in this run' if outcome.run_id == run_id else ''}"
                            "; run `vae build` or `vae publish`")
-        elif not evaluation.passed:
-            reasons.append(f"{name}: {evaluation.description}")
-        elif record.run_id != run_id and materialized and record.event.timestamp < materialized.timestamp:
+        elif not outcome.passed:
+            reasons.append(f"{name}: {outcome.description}")
+        elif outcome.run_id != run_id and materialized and outcome.timestamp < materialized.timestamp:
             reasons.append(f"{name}: passed before {key.asset_key.to_user_string()} was last materialized; "
                            "run `vae publish` (or materialize the asset with its checks) to check the current files")
     return reasons

@@ -30,6 +30,7 @@ from vae_pipeline.domain.review_site import (
 )
 from vae_pipeline.domain.rows import load_withheld
 from vae_pipeline.domain.rubric import load_rubric
+from vae_pipeline.storage.checks import check_outcomes
 from vae_pipeline.storage.resources import (
     DatasetFolder,
     ProjectMeta,
@@ -52,17 +53,16 @@ def review_site_source(project_meta: ProjectMeta) -> str:
 
 
 def latest_checks(instance: dg.DagsterInstance) -> list[CheckResult]:
-    """The latest result of every publish check, as the instance recorded it."""
+    """The latest result of every publish check, as the instance recorded it (`passed` None
+    when not evaluated)."""
+    specs = [spec for check in PUBLISH_CHECKS for spec in check.check_specs]
+    outcomes = check_outcomes(instance, [spec.key for spec in specs])
     results = []
-    for check in PUBLISH_CHECKS:
-        for spec in check.check_specs:
-            record = instance.get_latest_asset_check_evaluation_record(spec.key)
-            evaluation = record.evaluation if record else None
-            items = evaluation.metadata.get(ITEMS) if evaluation else None
-            results.append(CheckResult(spec.name, spec.description or "",
-                                       evaluation.passed if evaluation else None,
-                                       evaluation.description if evaluation else None,
-                                       items.value if isinstance(items, dg.JsonMetadataValue) else []))
+    for spec in specs:
+        outcome = outcomes[spec.key]
+        items = outcome.metadata.get(ITEMS)
+        results.append(CheckResult(spec.name, spec.description or "", outcome.passed, outcome.description,
+                                   items.value if isinstance(items, dg.JsonMetadataValue) else []))
     return results
 
 

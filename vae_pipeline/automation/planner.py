@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from vae_pipeline.assets import ASSETS
+from vae_pipeline.assets import ASSETS, PUBLISH_CHECKS
 from vae_pipeline.assets.bundles import bundles
 from vae_pipeline.assets.dataset import dataset_rows, withheld_source
 from vae_pipeline.assets.episodes import episodes, episodes_source
@@ -37,7 +37,8 @@ from vae_pipeline.assets.renders import renders
 from vae_pipeline.assets.review_site import review_site, review_site_source
 from vae_pipeline.assets.scrub_settings import scrub_source
 from vae_pipeline.domain.series import Skipped, discover_series
-from vae_pipeline.storage.partitions import SERIES
+from vae_pipeline.storage.checks import unevaluated_partitions
+from vae_pipeline.storage.partitions import SERIES, add_series
 from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings
 from vae_pipeline.storage.versions import SourceVersions, StaleItem, stale_items
 
@@ -84,16 +85,22 @@ def sync_series(instance: dg.DagsterInstance, runs_root: RunsRoot) -> SeriesSync
     """Make the `series` partitions match the runs root."""
     changes = series_changes(instance, runs_root)
     if changes.added:
-        instance.add_dynamic_partitions(SERIES, changes.added)
+        add_series(instance, changes.added)
     for series_id in changes.removed:
         instance.delete_dynamic_partition(SERIES, series_id)
     return changes
 
 
+def check_keys() -> list[dg.AssetCheckKey]:
+    """Every asset check of the graph: those inside the assets' steps and the blocking ones."""
+    return [key for checks in [*ASSETS, *PUBLISH_CHECKS] for key in checks.check_keys]
+
+
 def stale(instance: dg.DagsterInstance, runs_root: RunsRoot, project_meta: ProjectMeta,
           scrub_settings: ScrubSettings) -> list[StaleItem]:
+    partitions = instance.get_dynamic_partitions(SERIES)
     return stale_items(instance, asset_specs(), source_versions(runs_root, project_meta, scrub_settings),
-                       instance.get_dynamic_partitions(SERIES))
+                       partitions, unevaluated_partitions(instance, check_keys(), partitions))
 
 
 # Re-run only when their own inputs really changed, never just because an upstream in the same run

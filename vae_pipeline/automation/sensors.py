@@ -1,4 +1,10 @@
-"""Sensors: new series become partitions, and a refresh continues stage by stage."""
+"""Sensors: new series become partitions, and a refresh continues stage by stage.
+
+While a `vae` command holds the writer lock (a `vae build` brings everything up to date), they
+launch nothing: one writer at a time.
+"""
+
+import os
 
 import dagster as dg
 
@@ -9,9 +15,11 @@ from vae_pipeline.automation.planner import (
     series_changes,
     stale,
 )
-from vae_pipeline.storage.partitions import SERIES
+from vae_pipeline.engines.instance import writer_busy
+from vae_pipeline.storage.partitions import SERIES, add_series
 from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings
 
+WRITER_BUSY = "a vae command is writing (it brings everything up to date)"
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED]
 
@@ -20,12 +28,14 @@ IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dag
 def new_series_sensor(context: dg.SensorEvaluationContext, runs_root: RunsRoot,
                       project_meta: ProjectMeta, scrub_settings: ScrubSettings) -> dg.SensorResult | dg.SkipReason:
     """Adds a partition for every new series under the runs root and requests its first runs."""
+    if writer_busy(dict(os.environ)):
+        return dg.SkipReason(WRITER_BUSY)
     changes = series_changes(context.instance, runs_root)
     for skipped in changes.skipped:
         context.log.warning(f"skipped folder {skipped.name}: {skipped.reason}")
     if not changes.added:
         return dg.SkipReason("no new series")
-    context.instance.add_dynamic_partitions(SERIES, changes.added)
+    add_series(context.instance, changes.added)
     new = set(changes.added)
     items = [item for item in stale(context.instance, runs_root, project_meta, scrub_settings) if item.partition in new]
     return dg.SensorResult(run_requests=run_requests(items, context.instance.get_dynamic_partitions(SERIES)))
@@ -36,6 +46,8 @@ def continue_refresh(context: dg.RunStatusSensorContext, runs_root: RunsRoot, pr
     """Launch the next stage of a refresh once none of its runs is still in flight."""
     if context.dagster_run.tags.get(REFRESH_TAG) != "true":
         return dg.SkipReason("not a refresh run")
+    if writer_busy(dict(os.environ)):
+        return dg.SkipReason(WRITER_BUSY)
     in_flight = context.instance.get_run_records(
         dg.RunsFilter(statuses=IN_FLIGHT, tags={REFRESH_TAG: "true"}), limit=1)
     if in_flight:

@@ -13,14 +13,15 @@ import dagster as dg
 
 from vae_pipeline.assets.meta import check_meta_folder
 from vae_pipeline.automation.planner import next_runs, stale, sync_series
-from vae_pipeline.cli.common import CliError, episode_table_rows, paths_of, run_error, say, settings
+from vae_pipeline.cli.common import CliError, episode_table_rows, paths_of, run_error, say, settings, writing
 from vae_pipeline.cli.launch import run_job
 from vae_pipeline.cli.review import review_index
 from vae_pipeline.definitions import defs, resources_from_environ
-from vae_pipeline.engines.pools import ensure_pool_limits
 from vae_pipeline.engines.settings import apply_defaults
 from vae_pipeline.sample.generator import generate
+from vae_pipeline.storage.checks import check_outcomes
 from vae_pipeline.storage.partitions import SERIES
+from vae_pipeline.storage.versions import CHECKS_NOT_EVALUATED
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
@@ -36,11 +37,11 @@ def cmd_sample(args: argparse.Namespace) -> int:
 def build(runs: Path, out: Path, *, rubric_version: str | None = None, max_rounds: int = 20,
           log_level: str = "CRITICAL") -> dict:
     """Materialize every stale or missing asset, stage by stage, on the persistent instance."""
-    with settings(**paths_of(runs, out), VAE_RUBRIC_VERSION=rubric_version) as env:
-        return _build(env, max_rounds, log_level)
+    with settings(**paths_of(runs, out), VAE_RUBRIC_VERSION=rubric_version) as env, writing(env) as instance:
+        return _build(instance, env, max_rounds, log_level)
 
 
-def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
+def _build(instance: dg.DagsterInstance, env: dict[str, str], max_rounds: int, log_level: str) -> dict:
     resources = resources_from_environ(env)
     runs_root, project_meta = resources["runs_root"], resources["project_meta"]
     try:
@@ -48,8 +49,6 @@ def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
     except dg.Failure as exc:
         raise CliError(exc.description) from None
     resources["warehouse"].record_build(runs_root.root, Path(env["VAE_DATASET_DIR"]))
-    instance = dg.DagsterInstance.get()
-    ensure_pool_limits(instance)
     changes = sync_series(instance, runs_root)
     for skipped in changes.skipped:
         say(f"skipped folder {skipped.name}: {skipped.reason}")
@@ -60,10 +59,13 @@ def _build(env: dict[str, str], max_rounds: int, log_level: str) -> dict:
     materialized: dict[str, list[str | None]] = defaultdict(list)
     failed: list[dict] = []
     failed_keys: set[tuple[dg.AssetKey, str | None]] = set()
+    rechecked: set[tuple[dg.AssetKey, str | None]] = set()  # re-run once for checks a dead run left unevaluated
     for round_number in range(1, max_rounds + 1):
         partitions = instance.get_dynamic_partitions(SERIES)
         items = [i for i in stale(instance, runs_root, project_meta, resources["scrub_settings"])
-                 if (i.key, i.partition) not in failed_keys]
+                 if (i.key, i.partition) not in failed_keys
+                 and not (i.reason == CHECKS_NOT_EVALUATED and (i.key, i.partition) in rechecked)]
+        rechecked.update((i.key, i.partition) for i in items if i.reason == CHECKS_NOT_EVALUATED)
         runs = next_runs(items, partitions)
         if not runs:
             break
@@ -103,17 +105,12 @@ def invalid_episodes(warehouse) -> list[dict]:
 
 
 def check_results(instance: dg.DagsterInstance, defs: dg.Definitions) -> list[dict]:
-    """The latest result of every asset check in the code location."""
-    results = []
-    for check_key in sorted(defs.resolve_asset_graph().asset_check_keys, key=lambda k: (k.asset_key.to_user_string(), k.name)):
-        record = instance.get_latest_asset_check_evaluation_record(check_key)
-        evaluation = record.evaluation if record else None
-        results.append({
-            "asset": check_key.asset_key.to_user_string(), "check": check_key.name,
-            "passed": getattr(evaluation, "passed", None),
-            "description": getattr(evaluation, "description", None),
-        })
-    return results
+    """The latest result of every asset check in the code location; `passed` is None for a check
+    not evaluated (never run, or planned by a run that ended first) or still running elsewhere."""
+    keys = sorted(defs.resolve_asset_graph().asset_check_keys, key=lambda k: (k.asset_key.to_user_string(), k.name))
+    outcomes = check_outcomes(instance, keys)
+    return [{"asset": key.asset_key.to_user_string(), "check": key.name, "status": outcomes[key].status,
+             "passed": outcomes[key].passed, "description": outcomes[key].description} for key in keys]
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -132,6 +129,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     for check in summary["checks"]:
         if check["passed"] is False:
             say(f"check failed: {check['asset']}.{check['check']}: {check['description']}")
+        elif check["passed"] is None:
+            say(f"check {check['status']}: {check['asset']}.{check['check']}")
     say(f"dataset: {Path(args.out).resolve()} ({time.monotonic() - started:.1f} s)")
     return 1 if failed else 0
 

@@ -1,4 +1,5 @@
-"""What every command shares: one-line errors, printing through the scrub, settings for one command."""
+"""What every command shares: one-line errors, printing through the scrub, settings for one command,
+the instance reconciled before anything else."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from pathlib import Path
 
 import dagster as dg
 
+from vae_pipeline.domain.files import sweep_temp_files
 from vae_pipeline.domain.line_scrub import scrub_line
 from vae_pipeline.domain.scrub import ScrubConfig, parse_user_names
+from vae_pipeline.engines.instance import open_instance, postgres_url, writer_lock
+from vae_pipeline.engines.recovery import reconcile
 from vae_pipeline.engines.settings import apply_defaults
 
 
@@ -68,3 +72,30 @@ def episode_table_rows(warehouse, query: str, parameters: tuple = ()) -> list[tu
     with warehouse.connect() as con:
         tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         return con.execute(query, list(parameters)).fetchall() if "episode_table" in tables else []
+
+
+def recovered_instance(env: dict[str, str], *, holds_writer_lock: bool = False) -> dg.DagsterInstance:
+    """The instance, opened safely and reconciled: runs whose process is gone failed, their pool
+    slots freed, and the temp files of killed writes swept from VAE_HOME and the dataset folder.
+    Every command that touches the instance or VAE_HOME starts here."""
+    instance = open_instance()
+    done = reconcile(instance, holds_writer_lock=holds_writer_lock,
+                     local=postgres_url(Path(env["DAGSTER_HOME"])) is None)
+    for run in done.failed_runs:
+        say(f"recovered: run {run} marked failed")
+    if done.freed_runs:
+        say(f"recovered: pool slots of {len(done.freed_runs)} finished run(s) freed")
+    folders = {Path(env["VAE_HOME"])} | ({Path(env["VAE_DATASET_DIR"])} if env.get("VAE_DATASET_DIR") else set())
+    swept = [path for folder in sorted(folders) if folder.is_dir() for path in sweep_temp_files(folder)]
+    if swept:
+        say(f"recovered: {len(swept)} temp file(s) of killed writes removed")
+    return instance
+
+
+@contextmanager
+def writing(env: dict[str, str]) -> Iterator[dg.DagsterInstance]:
+    """The instance for a command that writes (build, publish): one such command at a time on a
+    home (and on a Postgres instance); a second one waits for the first, saying so."""
+    with writer_lock(env, say):
+        yield recovered_instance(env, holds_writer_lock=True)
+

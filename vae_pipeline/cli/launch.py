@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 import dagster as dg
 
 from vae_pipeline.engines.executor import engine_of
+from vae_pipeline.engines.recovery import process_tags
 
 
 def job_named(name: str) -> dg.JobDefinition:
@@ -26,10 +27,11 @@ def run_job(name: str, instance: dg.DagsterInstance, *, asset_selection: Sequenc
     """One run of job `name`; the result has `success`, `run_id`, `all_events` and the materializations.
 
     A run over a range of partitions takes Dagster's range tags (`dagster/asset_partition_range_start`
-    and `_end`) in `tags`. The engine is `run_config`'s `execution.config.engine`, else
-    `VAE_EXECUTOR`, else in-process.
+    and `_end`) in `tags`; every run also gets the tags naming this process, so that a later
+    command can tell whether it died (`engines.recovery`). The engine is `run_config`'s
+    `execution.config.engine`, else `VAE_EXECUTOR`, else in-process.
     """
-    run_tags = dict(tags or {})
+    run_tags = {**(tags or {}), **process_tags(writer=True)}  # every command launching runs holds the writer lock
     config = dict(run_config or {})
     if engine_of(config.get("execution", {}).get("config", {})) == "in_process":
         config.pop("execution", None)  # execute_in_process takes no executor config

@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.cli.common import CliError, say, settings
+from vae_pipeline.cli.common import CliError, recovered_instance, say, settings
 from vae_pipeline.domain.leaderboard import OVERALL, SOURCES
 from vae_pipeline.domain.leaderboard_view import rows_of, text_table
 from vae_pipeline.storage.versions import latest_materialization
@@ -16,8 +16,8 @@ from vae_pipeline.storage.versions import latest_materialization
 
 def latest_leaderboard() -> pl.DataFrame:
     """The table the last materialization of `leaderboard` wrote."""
-    with settings():
-        event = latest_materialization(dg.DagsterInstance.get(), dg.AssetKey("leaderboard"))
+    with settings() as env:
+        event = latest_materialization(recovered_instance(env), dg.AssetKey("leaderboard"))
     if event is None:
         raise CliError("no leaderboard has been materialized yet: run `vae build` first")
     entry = event.metadata.get("parquet")

@@ -9,8 +9,9 @@ from pathlib import Path
 import dagster as dg
 
 from vae_pipeline.assets.hub_release import left_out, refusal_text
-from vae_pipeline.cli.common import CliError, episode_table_rows, run_error, say, settings
+from vae_pipeline.cli.common import CliError, episode_table_rows, run_error, say, settings, writing
 from vae_pipeline.definitions import defs, resources_from_environ
+from vae_pipeline.engines.recovery import process_tags
 
 
 def publish(dataset: Path, repo: str, *, runs: Path | None = None, yes: bool = False, pr: bool = False,
@@ -23,9 +24,10 @@ def publish(dataset: Path, repo: str, *, runs: Path | None = None, yes: bool = F
     with settings(VAE_DATASET_DIR=str(dataset.resolve()), VAE_HUB_REPO=repo) as env:
         built_from = resources_from_environ(env)["warehouse"].runs_root_of(dataset)
     runs_root = str(runs.resolve()) if runs else built_from or os.environ.get("VAE_RUNS_ROOT", "")
-    with settings(VAE_DATASET_DIR=str(dataset.resolve()), VAE_HUB_REPO=repo, VAE_RUNS_ROOT=runs_root) as env:
+    with settings(VAE_DATASET_DIR=str(dataset.resolve()), VAE_HUB_REPO=repo, VAE_RUNS_ROOT=runs_root) as env, \
+            writing(env) as instance:
         result = defs.resolve_job_def("publish").execute_in_process(
-            instance=dg.DagsterInstance.get(), raise_on_error=False,
+            instance=instance, raise_on_error=False, tags=process_tags(writer=True),
             run_config={"ops": {"hub_release": {"config": {"dry_run": not yes, "create_pr": pr}}},
                         "loggers": {"console": {"config": {"log_level": log_level}}}})
         for event in result.get_asset_materialization_events():

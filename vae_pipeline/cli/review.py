@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vae_pipeline.cli.common import CliError, say
+from vae_pipeline.cli.common import CliError, recovered_instance, say
 from vae_pipeline.domain.review_site import SITE_DIR
 from vae_pipeline.engines.settings import apply_defaults
 from vae_pipeline.review.server import review_server
@@ -21,6 +21,7 @@ def review_index(env: dict[str, str]) -> Path:
 
 def cmd_review(args: argparse.Namespace) -> int:
     env = apply_defaults()
+    recovered_instance(env).dispose()
     index = review_index(env)
     if not args.serve:
         say(index.as_uri())

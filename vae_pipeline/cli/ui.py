@@ -7,12 +7,9 @@ import os
 import sys
 from pathlib import Path
 
-import dagster as dg
-
-from vae_pipeline.cli.common import paths_of, say
+from vae_pipeline.cli.common import paths_of, recovered_instance, say
 from vae_pipeline.definitions import resources_from_environ
 from vae_pipeline.domain.project import PROJECT_ROOT
-from vae_pipeline.engines.pools import ensure_pool_limits
 from vae_pipeline.engines.settings import apply_defaults
 
 
@@ -23,8 +20,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     env = apply_defaults()
     # what the UI builds, `vae publish` then knows the runs root of
     resources_from_environ(env)["warehouse"].record_build(Path(env["VAE_RUNS_ROOT"]), Path(env["VAE_DATASET_DIR"]))
-    with dg.DagsterInstance.get() as instance:
-        ensure_pool_limits(instance)
+    # the instance is created (and reconciled) here, before the webserver, the daemon and the code
+    # server each open it: never by several processes at once
+    recovered_instance(env).dispose()
     workspace = PROJECT_ROOT / "workspace.yaml"
     # the interpreter running `vae`, not a `dagster` on PATH: `dagster dev` starts the webserver,
     # the daemon and the code server with its own interpreter, so all of them run in this venv

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -11,8 +13,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from vae_pipeline.domain.processes import host_mark, pid_running
+
 CHUNK = 1 << 20
 FILE_MODE = 0o644  # an ordinary file's mode: the dataset is published, the state is shared
+
+# Every temp name the writers below make: `.NAME.HOST-PID-RANDOM.part` (`.old` for a folder being
+# swapped out), HOST a mark of the writing host and PID its process, so a sweep can tell the
+# leftovers of a killed writer from the files a live one is still writing.
+TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<host>[0-9a-f]{6})-(?P<pid>[0-9]+)-[A-Za-z0-9_]{8}\.(?P<kind>part|old)$")
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}.{host_mark()}-{os.getpid()}-"
 
 
 @contextmanager
@@ -25,7 +38,7 @@ def atomic_writer(path: Path, *, durable: bool = True) -> Iterator[BinaryIO]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".part", dir=path.parent)
     try:
         os.fchmod(fd, FILE_MODE)  # mkstemp makes the file private; what we write is read by others
         with os.fdopen(fd, "wb") as handle:
@@ -50,7 +63,7 @@ def replacing_folder(target: Path) -> Iterator[Path]:
     `target` under a dot-name, and never a mix."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent))
+    staging = Path(tempfile.mkdtemp(prefix=_temp_prefix(target), suffix=".part", dir=target.parent))
     try:
         yield staging
         old = staging.with_suffix(".old")
@@ -98,13 +111,16 @@ def link_or_copy(source: Path, target: Path) -> None:
     """Put `source`'s bytes at `target` — a hard link where the file system allows, else a copy —
     through a temp name, so `target` is never half there. `source` is only read."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
-    tmp.unlink(missing_ok=True)
+    if target.exists() and os.path.samefile(source, target):
+        return
+    tmp = target.with_name(f"{_temp_prefix(target)}{secrets.token_hex(4)}.part")
     try:
         os.link(source, tmp)
     except OSError:
         shutil.copyfile(source, tmp)
     os.replace(tmp, target)
+    # a rename onto another link of the same file does nothing and keeps both names (rename(2))
+    tmp.unlink(missing_ok=True)
 
 
 def sha256_stream(handle: BinaryIO) -> tuple[int, str]:
@@ -136,7 +152,7 @@ def create_new(path: Path, data: bytes) -> bool:
     Two processes can never both create, nor overwrite, the same file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".part", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -148,3 +164,28 @@ def create_new(path: Path, data: bytes) -> bool:
         return False
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def sweep_temp_files(root: Path) -> list[Path]:
+    """Remove what killed writers left under `root`: the temp names above whose writer ran on this
+    host and is gone (a live writer's are kept; any other file is never touched). A folder swapped
+    out (`.old`) whose target is missing — a kill between the two renames — is put back instead.
+    Returns what was removed or put back."""
+    swept: list[Path] = []
+    mark = host_mark()
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            match = TEMP_NAME.match(name)
+            if not match or match["host"] != mark or pid_running(int(match["pid"])):
+                continue
+            path = Path(folder) / name
+            target = path.with_name(match["name"])
+            if match["kind"] == "old" and not target.exists():
+                os.rename(path, target)
+            elif path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            swept.append(path)
+        dirs[:] = [d for d in dirs if not TEMP_NAME.match(d)]
+    return swept

@@ -67,7 +67,7 @@ GATE_MEANING = {
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The latest result of one blocking check; `passed` None when it never ran."""
+    """The latest result of one blocking check; `passed` None when not evaluated (never run, or its run ended first)."""
 
     name: str
     about: str

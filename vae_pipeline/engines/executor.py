@@ -7,8 +7,11 @@ The broker and result backend come from `VAE_CELERY_BROKER` / `VAE_CELERY_BACKEN
 in `vae worker`, so the two always agree.
 """
 
+from __future__ import annotations
+
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import dagster as dg
 from dagster._core.definitions.executor_definition import (
@@ -16,9 +19,9 @@ from dagster._core.definitions.executor_definition import (
     get_retries_config,
 )
 from dagster._core.execution.retries import RetryMode
-from dagster_celery import core_execution_loop
-from dagster_celery.config import DEFAULT_CONFIG
-from dagster_celery.executor import CeleryExecutor
+
+if TYPE_CHECKING:  # dagster-celery (and Celery) are imported only by a run on the Celery engine
+    from dagster_celery.executor import CeleryExecutor
 
 ENGINES = ("in_process", "celery")
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
@@ -41,6 +44,9 @@ def celery_executor_from_env(retries: RetryMode = RetryMode.DISABLED,
     `VAE_CELERY_PREFIX` puts every broker and result key under a prefix, so deployments (or test
     runs) sharing one Redis never see each other's tasks.
     """
+    from dagster_celery.config import DEFAULT_CONFIG
+    from dagster_celery.executor import CeleryExecutor
+
     env = os.environ if environ is None else environ
     broker = env.get("VAE_CELERY_BROKER") or DEFAULT_BROKER
     prefix = env.get("VAE_CELERY_PREFIX", "")
@@ -71,6 +77,8 @@ def vae_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
     """Steps in the run's own process, or one Celery task per step on `vae worker`s."""
     config = init_context.executor_config
     if engine_of(config) == "celery":
+        from dagster_celery import core_execution_loop
+
         # dagster-celery's loop sleeps this long between polls of its steps' results (1 s as
         # shipped): with steps of a second or two, that wait would be most of the overhead
         core_execution_loop.TICK_SECONDS = CELERY_POLL_SECONDS

@@ -181,12 +181,18 @@ def outdated_stages(instance: dg.DagsterInstance, partitions: list[str], stages:
     return problems
 
 
+CHECKS_NOT_EVALUATED = "checks not evaluated"
+
+
 def stale_items(instance: dg.DagsterInstance, specs: list[dg.AssetSpec], sources: SourceVersions,
-                partitions: list[str]) -> list[StaleItem]:
+                partitions: list[str], unchecked: dict[dg.AssetKey, set[str | None]] | None = None,
+                ) -> list[StaleItem]:
     """Every asset partition that must be (re)materialized, in dependency order.
 
     An asset partition whose upstream is itself stale is listed with reason `upstream stale`: its
-    own verdict waits until the upstream has run (its data version may not change).
+    own verdict waits until the upstream has run (its data version may not change). One that is
+    otherwise fresh but in `unchecked` (its checks were planned by a run that ended before them,
+    see `storage.checks.unevaluated_partitions`) is listed with reason `checks not evaluated`.
     """
     latest = cached_latest(instance)
     stale: list[StaleItem] = []
@@ -202,6 +208,8 @@ def stale_items(instance: dg.DagsterInstance, specs: list[dg.AssetSpec], sources
                 reason = "upstream stale"
             else:
                 reason = _stale_reason(instance, latest, spec, partition, partitions, sources)
+                if not reason and partition in (unchecked or {}).get(spec.key, ()):
+                    reason = CHECKS_NOT_EVALUATED
             if reason:
                 stale.append(StaleItem(spec.key, partition, reason, waits_on))
                 pending.add((spec.key, partition))

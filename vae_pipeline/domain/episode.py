@@ -13,7 +13,7 @@ from vae_pipeline.domain.episode_files import DEFAULT_SIZE_LIMIT, read_episode_f
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.json_schema import SchemaValidator, contract_validator
 from vae_pipeline.domain.line_scrub import scrub_line
-from vae_pipeline.domain.messages import count_messages, token_columns
+from vae_pipeline.domain.messages import count_messages, refuse_unknown_form, token_columns
 from vae_pipeline.domain.scrub import ScrubConfig, scrub_text
 from vae_pipeline.domain.series import EpisodeEntry, is_episode_id
 
@@ -27,7 +27,7 @@ BRIEF_COLUMNS = (
 EPISODE_COLUMNS = (
     "id", "series", "source", "is_archive", "valid", "error_file", "error_line", "error_reason",
     "warnings", "sample", *BRIEF_COLUMNS, "loop", "brief", "result_status", "started_at", "date",
-    "turns", "tool_calls", "images_read", "renders", "snapshots", "input_tokens",
+    "turns", "tool_calls", "subagent_tool_calls", "images_read", "renders", "snapshots", "input_tokens",
     "output_tokens", "cache_read_tokens", "cache_creation_tokens", "harness_error",
     "looked_at_final_render", "delivered", "judged",
 )  # fmt: skip
@@ -99,6 +99,7 @@ def _parse_files(episode_id: str, data: dict[str, bytes], sizes: dict[str, int],
     brief = json.loads(scrub_text(data["brief.json"], "brief.json", scrub).data)
     result = _check_result(data["result.json"])
     counts = count_messages(data["messages.jsonl"])
+    refuse_unknown_form(counts, result.get("turns"))
 
     brief_id, _, sample = episode_id.rpartition("-")
     if brief["brief_id"] != brief_id:
@@ -119,6 +120,7 @@ def _parse_files(episode_id: str, data: dict[str, bytes], sizes: dict[str, int],
         "date": utc_date(result["started_at"]),
         "turns": counts.turns,
         "tool_calls": counts.tool_calls,
+        "subagent_tool_calls": counts.subagent_tool_calls,
         "images_read": counts.images_read,
         "renders": counts.renders,
         "snapshots": counts.snapshots,

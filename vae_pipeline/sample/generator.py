@@ -2,8 +2,10 @@
 
 It is the demo's data and the tests' data. Every episode is built from a plan (`EpisodePlan`)
 that says what was planted in it — the bad-input kind, the video's defects, the secrets, the
-judge's answer and the host label the contract gives for all of that — so a test can compare
-what the pipeline found with what was put there.
+two users whose homes the logs name, the counting columns its logs give, the judge's answer and
+the host label the contract gives for all of that — so a test can compare what the pipeline
+found with what was put there. The logs are in the shapes the real Claude Code CLI writes
+(`cli_logs`).
 
 The host block of each `judge.json` is worked out here from the plan (the answer the generator
 chose, the video defects it planted) by contract 2's v1.2 table, never by the pipeline's own

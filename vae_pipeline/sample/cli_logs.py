@@ -305,11 +305,11 @@ class CliLog:
         self._line({"type": "user", "message": message, "parent_tool_use_id": parent,
                     "session_id": self.session_id, "uuid": self.uuid()}, parent, {"type": "user", "message": message})
 
-    def result(self, usage: dict[str, int], text: str, turns: int) -> None:
+    def result(self, usage: dict[str, int], text: str, turns: int, is_error: bool = False) -> None:
         for key, value in usage.items():
             self.counts.usage[key] = self.counts.usage.get(key, 0) + value
         self.counts.result_lines += 1
-        self._line({"type": "result", "subtype": "success", "is_error": False, "duration_ms": 812_000,
+        self._line({"type": "result", "subtype": "success", "is_error": is_error, "duration_ms": 812_000,
                     "duration_api_ms": 640_000, "num_turns": turns, "result": text, "session_id": self.session_id,
                     "total_cost_usd": round(usage["output_tokens"] * 0.000075, 6), "usage": {
                         **usage, "server_tool_use": {"web_search_requests": 0}, "service_tier": "standard"},
@@ -454,7 +454,8 @@ def episode_logs(rng: random.Random, *, init: ActorInit, people: PlantedPeople, 
              "cache_read_input_tokens": 1_400_000 + rng.randrange(9000),
              "cache_creation_input_tokens": 90_000 + rng.randrange(900)}
     failed = "API Error: 403 Forbidden"
-    log.result(first, failed if harness_403 and not follow_up else "Done.", turns=log.counts.turns)
+    first_fails = harness_403 and not follow_up
+    log.result(first, failed if first_fails else "Done.", turns=log.counts.turns, is_error=first_fails)
     if follow_up:
         turns_before = log.counts.turns
         log.prompt("Check that the title is legible on a phone, then stop.")
@@ -463,7 +464,8 @@ def episode_logs(rng: random.Random, *, init: ActorInit, people: PlantedPeople, 
         step(text("The title is legible."))
         second = {"input_tokens": 900 + rng.randrange(100), "output_tokens": 700 + rng.randrange(100),
                   "cache_read_input_tokens": 80_000 + rng.randrange(900), "cache_creation_input_tokens": 1_200}
-        log.result(second, failed if harness_403 else "Checked.", turns=log.counts.turns - turns_before)
+        log.result(second, failed if harness_403 else "Checked.", turns=log.counts.turns - turns_before,
+                   is_error=harness_403)
     log.session_extras(title, people)
     return log.files(), log.counts
 

@@ -58,12 +58,16 @@ JUDGE_RUBRIC = "1.2"
 HARNESS_USER = "vae-runner"
 HARNESS_HOST = "gpu-07.render.internal"
 
-# Each kind of bad input in contract 1, planted once in the first series (when bad=True).
-BAD_KINDS = (
+# Each kind of bad input in contract 1, planted once in the first series (when bad=True). The
+# later kinds are written after every series, so that adding one leaves the random draws of the
+# other episodes (and the tests built on what they hold) as they were.
+FIRST_BAD_KINDS = (
     "missing_file", "bad_json", "bad_jsonl_line", "wrong_type", "not_zstd", "truncated",
     "absolute_member", "dotdot_member", "link_member", "device_member", "fifo_member",
-    "bad_id", "bad_judge", "sdk_objects",
+    "bad_id", "bad_judge",
 )  # fmt: skip
+LATER_BAD_KINDS = ("sdk_objects",)
+BAD_KINDS = FIRST_BAD_KINDS + LATER_BAD_KINDS
 
 # Video variants for good episodes, cycled in this order.
 VARIANTS = (
@@ -151,16 +155,24 @@ def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, s
             _write_episode(series_dir, plan, rng, rubric)
             run.episodes.append(plan)
         if bad and index == 0:
-            for number, kind in enumerate(BAD_KINDS):
-                brief = briefs[number % len(briefs)]
-                plan = EpisodePlan(series_id, f"{brief['brief_id']}-bad{number}", brief, bad=kind,
-                                   archive=kind in _ARCHIVE_KINDS)
-                _write_episode(series_dir, plan, rng, rubric)
-                run.episodes.append(plan)
+            _write_bad(run, series_dir, FIRST_BAD_KINDS, 0, briefs, rng, rubric)
+    if bad:
+        first = min(run.series)
+        _write_bad(run, out / first, LATER_BAD_KINDS, len(FIRST_BAD_KINDS), briefs, rng, rubric)
     if contest:
         _write_contest(run, briefs, rubric, first_sample=len(samples), first_day=21 + series, seed=seed,
                        bad=bad, hd=hd)
     return run
+
+
+def _write_bad(run: SampleRun, series_dir: Path, kinds: tuple[str, ...], first_number: int, briefs: list[dict],
+               rng: random.Random, rubric: Rubric) -> None:
+    for number, kind in enumerate(kinds, start=first_number):
+        brief = briefs[number % len(briefs)]
+        plan = EpisodePlan(series_dir.name, f"{brief['brief_id']}-bad{number}", brief, bad=kind,
+                           archive=kind in _ARCHIVE_KINDS)
+        _write_episode(series_dir, plan, rng, rubric)
+        run.episodes.append(plan)
 
 
 CONTEST_BRIEFS = 6

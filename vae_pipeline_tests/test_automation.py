@@ -146,7 +146,8 @@ def test_fingerprint_moves_with_code_version():
     spec = _labels_spec()
     with dg.instance_for_test() as instance:
         base = inputs_fingerprint(instance, spec, "s1", ["s1"], None)
-        assert inputs_fingerprint(instance, spec.replace_attributes(code_version="host-2"), "s1", ["s1"], None) != base
+        changed = spec.replace_attributes(code_version=f"{spec.code_version}-corrected")
+        assert inputs_fingerprint(instance, changed, "s1", ["s1"], None) != base
         assert inputs_fingerprint(instance, spec, "s1", ["s1"], None) == base
 
 

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 import polars as pl
 import pytest
 
@@ -29,6 +30,7 @@ EXPECTED_REASONS = {
     "fifo_member": ("work/pipe", "FIFO"),
     "bad_id": (None, "not a valid episode id"),
     "bad_judge": ("judge.json", "craft"),
+    "sdk_objects": ("messages.jsonl", "stream-json form"),
 }
 
 
@@ -74,10 +76,32 @@ def test_every_bad_episode_is_reported_with_file_and_reason(built_once, sample_r
         assert words in entry["reason"], (plan.bad, entry)
         folder_or_archive = f"{plan.episode_id}.tar.zst" if plan.archive else plan.episode_id
         assert entry["file"] == (file or folder_or_archive), (plan.bad, entry)
-    line = next(i for i in summary["invalid_episodes"] if i["file"] == "messages.jsonl")["line"]
-    assert line == 3
+    broken_line = next(p for p in planted if p.bad == "bad_jsonl_line")
+    assert reported[(broken_line.series, broken_line.episode_id)]["line"] == 3
+    sdk_log = next(p for p in planted if p.bad == "sdk_objects")
+    assert reported[(sdk_log.series, sdk_log.episode_id)]["line"] is None
     check = next(c for c in summary["checks"] if c["check"] == "no_invalid_episodes")
     assert check["passed"] is False and all(p.episode_id in check["description"] for p in planted)
+
+
+def test_counting_columns_are_those_the_generator_planted(built_once, sample_runs):
+    """Every count column of every published row equals what the generator's plan says it wrote
+    (several lines per reply, subagent calls apart, tokens of every result line), and no
+    correctly counted episode warns that result.json disagrees."""
+    rows = {json.loads(line)["id"]: json.loads(line)
+            for line in (built_once["dataset"] / "episodes.jsonl").read_text().splitlines()}
+    published = [p for p in sample_runs.episodes if p.episode_id in rows]
+    assert published and all(p.counts for p in published)
+    for plan in published:
+        row = rows[plan.episode_id]
+        assert {c: row[c] for c in plan.counts} == plan.counts, plan.episode_id
+    # the sample holds what the rules tell apart: subagent calls, runs of two prompts, final looks
+    assert all(p.counts["subagent_tool_calls"] > 0 for p in published)
+    assert {p.result_lines for p in published} == {1, 2}
+    assert {p.counts["looked_at_final_render"] for p in published} == {True, False}
+    with duckdb.connect(str(built_once["home"] / "vae_warehouse.duckdb"), read_only=True) as con:
+        warned = con.execute("SELECT id, warnings FROM episode_table WHERE valid AND len(warnings) > 0").fetchall()
+    assert warned == []
 
 
 def test_labels_are_those_the_contract_gives_for_what_the_generator_planted(built_once, sample_runs):

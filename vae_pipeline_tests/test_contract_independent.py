@@ -20,6 +20,9 @@ The runs root:
                                    judged under rubric 1.0 as PASS
         ui-unjudged-007-s1/        no judge.json: label null; still fails the duration gate
         ui-undelivered-008-s1/     no out.mp4: FAIL, host_rule null; 403 in result.json -> harness_error
+        ui-cli-012-s1/             the CLI's real shapes typed line by line (CLI_MESSAGES): several lines
+                                   per message id, a subagent, two result lines, an image Read's two
+                                   copies, session and subagent logs, two users' homes; no out.mp4: FAIL
         promo-gzip-010-s1.tar.zst  INVALID: a gzip tar named .tar.zst
         scene-dotdot-011-s1.tar.zst INVALID: a member whose path contains '..'
     2026-10-22-r2/   completed rerun batch
@@ -34,6 +37,7 @@ keeps what each build published; the tests only read.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -50,6 +54,7 @@ import numpy as np
 import polars as pl
 import pytest
 import zstandard
+from PIL import Image
 
 from vae_pipeline.cli.build import build
 from vae_pipeline.sample.video import write_video
@@ -70,8 +75,8 @@ CONTRACT_COLUMNS = [c.strip() for c in """
 id, brief_id, sample, series, title, family, genre_id, concept, aspect, duration_s, difficulty,
 task_type, bank, label, host_rule, host_gates_failed, positive_eligible, score_brief_fidelity,
 score_composition, score_typography, score_motion, score_craft, score_engagement,
-defects_critical, defects_major, defects_minor, turns, tool_calls, images_read, renders,
-snapshots, input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, harness_error,
+defects_critical, defects_major, defects_minor, turns, tool_calls, subagent_tool_calls,
+images_read, renders, snapshots, input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, harness_error,
 video_ok, video_duration_s, video_aspect, fps, width, height, black_ranges, freeze_ranges, still,
 loop_seam, judge_frames, looked_at_final_render, judge_model, rubric_version,
 host_rubric_version, rubric_sha256, rehosted_at, previous_final_label, video, archive,
@@ -91,7 +96,7 @@ class Log:
 
     def __init__(self) -> None:
         self.messages: list = [{"type": "system", "subtype": "init", "session_id": "sess-1",
-                                "tools": ["Bash", "Read", "Write", "Grep", "Glob"], "model": "claude-opus-5.5",
+                                "tools": ["Task", "Bash", "Read", "Write", "Grep", "Glob"], "model": "claude-opus-5.5",
                                 "claude_code_version": "2.1.310"}]
         self._ids = 0
 
@@ -246,6 +251,102 @@ def write_series(root: Path, series_id: str, sample: str, status: str) -> Path:
     return folder
 
 
+# ---- ui-cli-012-s1: a run logged exactly as the Claude Code CLI writes it (contract 1), typed
+# line by line. {SIG} is a thinking signature (long base64 that is no image), {PNG} the one
+# picture the agent Read (its base64, twice: the tool_result block and tool_use_result's copy),
+# {PNG_SIZE} its length in bytes. Two users: `builder` (/home/builder, where the agent worked)
+# and `ana` (/Users/ana, the operator's laptop, seen through paths, listings and a prompt).
+# Counted in the comments (contract 1's rules); <home> / <user>: what the scrub must put there.
+CLI_SIGNATURE = "EqQBCkgIBxABGAIq" + "Wm9vbXMgb2YgdGhvdWdodCBzaWduZWQgYnkgdGhlIG1vZGVsLg" * 14 + "ZRgB"
+CLI_MESSAGES = [
+    # system lines; init: <home> 1 (cwd)
+    r'{"type":"system","subtype":"hook_started","hook_id":"h-1","hook_name":"SessionStart:startup","hook_event":"SessionStart","uuid":"u-01","session_id":"sess-12"}',
+    r'{"type":"system","subtype":"hook_response","hook_id":"h-1","hook_name":"SessionStart:startup","hook_event":"SessionStart","output":"","stdout":"","stderr":"","exit_code":0,"outcome":"success","uuid":"u-02","session_id":"sess-12"}',
+    r'{"type":"system","subtype":"init","cwd":"/home/builder/site","session_id":"sess-12","tools":["Task","Bash","Read","Write","Grep","Glob"],"mcp_servers":[],"model":"claude-opus-5.5","permissionMode":"bypassPermissions","apiKeySource":"none","claude_code_version":"2.1.310","uuid":"u-03"}',
+    r'{"type":"system","subtype":"thinking_tokens","max_thinking_tokens":31999,"uuid":"u-04","session_id":"sess-12"}',
+    # msg_A, three lines, one block each: turn 1; the Bash call is call 1; <home> 2 (the command)
+    r'{"type":"assistant","message":{"model":"claude-opus-4-5-20251101","id":"msg_A","type":"message","role":"assistant","content":[{"type":"thinking","thinking":"","signature":"{SIG}"}],"stop_reason":null,"usage":{"input_tokens":3,"cache_creation_input_tokens":500,"cache_read_input_tokens":9000,"output_tokens":1}},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-05"}',
+    r'{"type":"assistant","message":{"model":"claude-opus-4-5-20251101","id":"msg_A","type":"message","role":"assistant","content":[{"type":"text","text":"Looking at the folder first."}],"stop_reason":null,"usage":{"input_tokens":3,"output_tokens":1}},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-06"}',
+    r'{"type":"assistant","message":{"model":"claude-opus-4-5-20251101","id":"msg_A","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_01","name":"Bash","input":{"command":"ls -l /home/builder/site","description":"List"},"caller":{"type":"direct"}}],"stop_reason":"tool_use","usage":{"input_tokens":3,"output_tokens":88}},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-07"}',
+    # an ls -l listing inside JSON strings (rows split by \n escapes): <user> 3 in content, 3 in the copy
+    r'{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_01","type":"tool_result","content":"total 16\n-rw-r--r--  1 builder  builder  5120 Oct 21 08:03 index.html\n-rw-r--r--  1 ana  staff  812 Oct 21 08:04 notes.md","is_error":false}]},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-08","tool_use_result":{"stdout":"total 16\n-rw-r--r--  1 builder  builder  5120 Oct 21 08:03 index.html\n-rw-r--r--  1 ana  staff  812 Oct 21 08:04 notes.md","stderr":"","interrupted":false,"isImage":false}}',
+    r'{"type":"rate_limit_event","rate_limit_info":{"status":"allowed","resetsAt":1792000000,"rateLimitType":"five_hour"},"uuid":"u-09","session_id":"sess-12"}',
+    r'{"type":"stream_event","event":{"type":"message_start","message":{"id":"msg_B","type":"message","role":"assistant","content":[]}},"session_id":"sess-12","parent_tool_use_id":null,"uuid":"u-10"}',
+    # msg_B, two lines: turn 2; render (call 2, render 1) and Task (call 3), which starts a subagent
+    r'{"type":"assistant","message":{"model":"claude-opus-4-5-20251101","id":"msg_B","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_02","name":"Bash","input":{"command":"npx hyperframes render --out ../out.mp4"},"caller":{"type":"direct"}}],"stop_reason":null,"usage":{"input_tokens":2,"output_tokens":1}},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-11"}',
+    r'{"type":"assistant","message":{"model":"claude-opus-4-5-20251101","id":"msg_B","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_03","name":"Task","input":{"description":"Check the brand mark","prompt":"Look at ref.png in the operator site folder.","subagent_type":"general-purpose"},"caller":{"type":"direct"}}],"stop_reason":"tool_use","usage":{"input_tokens":2,"output_tokens":140}},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-12"}',
+    # the subagent's lines (parent toolu_03), interleaved with the main agent's render result.
+    # A snapshot and an image Read in a subagent: subagent calls 1 and 2, not snapshots or images
+    r'{"type":"user","message":{"role":"user","content":"Look at ref.png in the operator site folder."},"parent_tool_use_id":"toolu_03","session_id":"sess-12","uuid":"u-13"}',
+    r'{"type":"assistant","message":{"model":"claude-opus-4-5-20251101","id":"msg_S1","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_s1","name":"Bash","input":{"command":"npx hyperframes snapshot --at 1.0"},"caller":{"type":"direct"}}],"stop_reason":null,"usage":{"input_tokens":5,"output_tokens":1}},"parent_tool_use_id":"toolu_03","session_id":"sess-12","uuid":"u-14"}',
+    r'{"type":"assistant","message":{"model":"claude-opus-4-5-20251101","id":"msg_S1","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_s2","name":"Read","input":{"file_path":"/Users/ana/work/site/ref.png"},"caller":{"type":"direct"}}],"stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":61}},"parent_tool_use_id":"toolu_03","session_id":"sess-12","uuid":"u-15"}',
+    r'{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_02","type":"tool_result","content":"Rendered ../out.mp4 in 41 s","is_error":false}]},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-16","tool_use_result":{"stdout":"Rendered ../out.mp4 in 41 s","stderr":"","interrupted":false,"isImage":false}}',
+    r'{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_s1","type":"tool_result","content":"wrote snap.png","is_error":false}]},"parent_tool_use_id":"toolu_03","session_id":"sess-12","uuid":"u-17"}',
+    r'{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_s2","type":"tool_result","content":[{"type":"text","text":"ref.png, a round logo"},{"type":"tool_reference","tool_name":"Read"}],"is_error":false}]},"parent_tool_use_id":"toolu_03","session_id":"sess-12","uuid":"u-18"}',
+    r'{"type":"assistant","message":{"model":"claude-opus-4-5-20251101","id":"msg_S2","type":"message","role":"assistant","content":[{"type":"text","text":"The brand mark is the round logo."}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":12}},"parent_tool_use_id":"toolu_03","session_id":"sess-12","uuid":"u-19"}',
+    r'{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_03","type":"tool_result","content":[{"type":"text","text":"The brand mark is the round logo."}],"is_error":false}]},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-20","tool_use_result":{"status":"completed","agentId":"a1b2c3d4","content":[{"type":"text","text":"The brand mark is the round logo."}],"totalToolUseCount":2}}',
+    # msg_C: turn 3; Read of an image (call 4, image 1), after the last render: looked at it
+    r'{"type":"assistant","message":{"model":"claude-opus-4-5-20251101","id":"msg_C","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_04","name":"Read","input":{"file_path":"/home/builder/site/snap/final.PNG"},"caller":{"type":"direct"}}],"stop_reason":"tool_use","usage":{"input_tokens":2,"output_tokens":40}},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-21"}',
+    r'{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_04","type":"tool_result","content":[{"type":"image","source":{"type":"base64","data":"{PNG}","media_type":"image/png"}}],"is_error":false}]},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-22","tool_use_result":{"type":"image","file":{"base64":"{PNG}","type":"image/png","originalSize":{PNG_SIZE},"dimensions":{"originalWidth":48,"originalHeight":48,"displayWidth":48,"displayHeight":48}}}}',
+    # an assistant line without an id: a turn of its own (turn 4)
+    r'{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"It reads well."}]},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-23"}',
+    # msg_D: turn 5; the first prompt's result line
+    r'{"type":"assistant","message":{"model":"claude-opus-4-5-20251101","id":"msg_D","type":"message","role":"assistant","content":[{"type":"text","text":"Delivered out.mp4."}],"stop_reason":"end_turn","usage":{"input_tokens":2,"output_tokens":9}},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-24"}',
+    r'{"type":"result","subtype":"success","is_error":false,"duration_ms":812000,"num_turns":5,"result":"Delivered out.mp4.","session_id":"sess-12","total_cost_usd":0.21,"usage":{"input_tokens":1000,"output_tokens":2000,"cache_read_input_tokens":300000,"cache_creation_input_tokens":4000},"modelUsage":{},"permission_denials":[],"uuid":"u-25"}',
+    # the harness's second prompt
+    r'{"type":"user","message":{"role":"user","content":"Count the lines of the old session log, then stop."},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-26"}',
+    # msg_E, two lines: turn 6; call 5; <home> 2 (/Users/ana and its project folder)
+    r'{"type":"assistant","message":{"model":"claude-opus-4-5-20251101","id":"msg_E","type":"message","role":"assistant","content":[{"type":"thinking","thinking":"","signature":"{SIG}"}],"stop_reason":null,"usage":{"input_tokens":3,"output_tokens":1}},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-27"}',
+    r'{"type":"assistant","message":{"model":"claude-opus-4-5-20251101","id":"msg_E","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_05","name":"Bash","input":{"command":"wc -l /Users/ana/.claude/projects/-Users-ana-work-site/x.jsonl"},"caller":{"type":"direct"}}],"stop_reason":"tool_use","usage":{"input_tokens":3,"output_tokens":52}},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-28"}',
+    # a shell prompt (<user> 1) and a project folder (<home> 1)
+    r'{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_05","type":"tool_result","content":"ana@build:~$ wc -l ~/.claude/projects/-Users-ana-work-site/x.jsonl\n12","is_error":false}]},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-29"}',
+    # msg_F: turn 7; the second prompt's result line
+    r'{"type":"assistant","message":{"model":"claude-opus-4-5-20251101","id":"msg_F","type":"message","role":"assistant","content":[{"type":"text","text":"12 lines."}],"stop_reason":"end_turn","usage":{"input_tokens":2,"output_tokens":5}},"parent_tool_use_id":null,"session_id":"sess-12","uuid":"u-30"}',
+    r'{"type":"result","subtype":"success","is_error":false,"duration_ms":20000,"num_turns":2,"result":"12 lines.","session_id":"sess-12","total_cost_usd":0.02,"usage":{"input_tokens":100,"output_tokens":200,"cache_read_input_tokens":30000,"cache_creation_input_tokens":400},"modelUsage":{},"permission_denials":[],"uuid":"u-31"}',
+]
+# messages.jsonl: <home> 1 + 1 + 1 (/Users/ana/work) + 1 (/home/builder/site/snap) + 2 + 1 = 7; <user> 6 + 1 = 7.
+# turns 7 (msg_A, msg_B, msg_C, the line without an id, msg_D, msg_E, msg_F); tool_calls 5;
+# subagent_tool_calls 2; images_read 1; renders 1; snapshots 0; looked_at_final_render true;
+# tokens: both result lines, 1000 + 100, 2000 + 200, 300,000 + 30,000, 4000 + 400.
+
+# The session log: its own line types and, for the Read, the image's copy in toolUseResult.
+# <home>: 1 (cwd) on each of the five entries, + 1 (the Read's path) + 2 (the attachment) = 8.
+CLI_SESSION = [
+    r'{"type":"summary","summary":"Card video: build and render","leafUuid":"s-05"}',
+    r'{"type":"queue-operation","operation":"enqueue","timestamp":"2026-10-21T08:03:11.000Z","sessionId":"sess-12","content":"Make the video."}',
+    r'{"type":"file-history-snapshot","messageId":"s-01","snapshot":{"messageId":"s-01","trackedFileBackups":{},"timestamp":"2026-10-21T08:03:12.000Z"},"isSnapshotUpdate":false}',
+    r'{"parentUuid":null,"isSidechain":false,"userType":"external","cwd":"/home/builder/site","sessionId":"sess-12","version":"2.1.310","gitBranch":"main","type":"user","message":{"role":"user","content":"Make the video."},"uuid":"s-01","timestamp":"2026-10-21T08:03:13.000Z"}',
+    r'{"parentUuid":"s-01","isSidechain":false,"userType":"external","cwd":"/home/builder/site","sessionId":"sess-12","version":"2.1.310","gitBranch":"main","type":"assistant","message":{"id":"msg_C","role":"assistant","content":[{"type":"tool_use","id":"toolu_04","name":"Read","input":{"file_path":"/home/builder/site/snap/final.PNG"}}]},"requestId":"req_1","uuid":"s-02","timestamp":"2026-10-21T08:20:00.000Z"}',
+    r'{"parentUuid":"s-02","isSidechain":false,"userType":"external","cwd":"/home/builder/site","sessionId":"sess-12","version":"2.1.310","gitBranch":"main","type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_04","type":"tool_result","content":[{"type":"image","source":{"type":"base64","data":"{PNG}","media_type":"image/png"}}]}]},"toolUseResult":{"type":"image","file":{"base64":"{PNG}","type":"image/png","originalSize":{PNG_SIZE},"dimensions":{"originalWidth":48,"originalHeight":48,"displayWidth":48,"displayHeight":48}}},"uuid":"s-03","timestamp":"2026-10-21T08:20:01.000Z"}',
+    r'{"parentUuid":"s-03","isSidechain":false,"userType":"external","cwd":"/home/builder/site","sessionId":"sess-12","version":"2.1.310","gitBranch":"main","type":"attachment","attachment":{"type":"file","filename":"/Users/ana/.claude/projects/-Users-ana-work-site/x.jsonl"},"uuid":"s-04","timestamp":"2026-10-21T08:21:00.000Z"}',
+    r'{"parentUuid":"s-04","isSidechain":false,"userType":"external","cwd":"/home/builder/site","sessionId":"sess-12","version":"2.1.310","gitBranch":"main","type":"system","subtype":"compact_boundary","content":"Conversation compacted","uuid":"s-05","timestamp":"2026-10-21T08:22:00.000Z"}',
+]
+# The subagent's own log (isSidechain true). <home>: 1 (cwd) on each of three, + 1 (the Read) = 4;
+# <user>: 1 (the listing's owner, group staff kept) in the content and 1 in toolUseResult = 2.
+CLI_SUBAGENT = [
+    r'{"parentUuid":null,"isSidechain":true,"userType":"external","cwd":"/home/builder/site","sessionId":"sess-12","version":"2.1.310","gitBranch":"main","agentId":"a1b2c3d4","type":"user","message":{"role":"user","content":"Look at ref.png in the operator site folder."},"uuid":"b-01","timestamp":"2026-10-21T08:10:00.000Z"}',
+    r'{"parentUuid":"b-01","isSidechain":true,"userType":"external","cwd":"/home/builder/site","sessionId":"sess-12","version":"2.1.310","gitBranch":"main","agentId":"a1b2c3d4","type":"assistant","message":{"id":"msg_S1","role":"assistant","content":[{"type":"tool_use","id":"toolu_s2","name":"Read","input":{"file_path":"/Users/ana/work/site/ref.png"}}]},"uuid":"b-02","timestamp":"2026-10-21T08:10:05.000Z"}',
+    r'{"parentUuid":"b-02","isSidechain":true,"userType":"external","cwd":"/home/builder/site","sessionId":"sess-12","version":"2.1.310","gitBranch":"main","agentId":"a1b2c3d4","type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_s1","type":"tool_result","content":"-rw-r--r--  1 ana  staff  4400 Oct 20 17:12 ref.png"}]},"toolUseResult":{"stdout":"-rw-r--r--  1 ana  staff  4400 Oct 20 17:12 ref.png","stderr":"","interrupted":false,"isImage":false},"uuid":"b-03","timestamp":"2026-10-21T08:10:09.000Z"}',
+]
+CLI_PLACEHOLDERS = {"home": 7 + 8 + 4, "user": 7 + 2}
+CLI_USERS = ("ana", "builder")
+
+
+def cli_picture() -> bytes:
+    """The picture the agent Read: a noisy 48x48 PNG (its base64 is far past 512 characters)."""
+    import random
+
+    out = io.BytesIO()
+    Image.frombytes("RGB", (48, 48), random.Random(12).randbytes(48 * 48 * 3)).save(out, "PNG")
+    return out.getvalue()
+
+
+def cli_lines(lines: list[str], picture: bytes) -> bytes:
+    data = base64.b64encode(picture).decode()
+    text = "\n".join(lines).replace("{SIG}", CLI_SIGNATURE).replace("{PNG_SIZE}", str(len(picture)))
+    return (text.replace("{PNG}", data) + "\n").encode()
+
+
 def write_runs_root(root: Path, scratch: Path) -> dict[str, bytes]:
     """Write the runs root described in the module docstring; return each delivered video's bytes."""
     videos: dict[str, bytes] = {}
@@ -381,6 +482,15 @@ def write_runs_root(root: Path, scratch: Path) -> dict[str, bytes]:
         brief, make_result("error", "API Error: 403 Forbidden (organization disabled)", turns=1, tool_calls=1,
                            usage_=usage(50, 60, 700, 80)), log))
 
+    # ---- ui-cli-012-s1: the CLI's own shapes, typed by hand (CLI_MESSAGES); nothing delivered
+    picture = cli_picture()
+    files = episode_files(make_brief("ui-cli-012", aspect="16:9", duration_s=4.0),
+                          make_result(turns=7, tool_calls=5, usage_=usage(9, 9, 9, 9)),
+                          cli_lines(CLI_MESSAGES, picture))
+    files["transcript/session.jsonl"] = cli_lines(CLI_SESSION, picture)
+    files["transcript/subagents/agent-a1b2c3d4.jsonl"] = cli_lines(CLI_SUBAGENT, picture)
+    write_folder(s1 / "ui-cli-012-s1", files)
+
     # ---- promo-gzip-010-s1.tar.zst: a gzip tar under a zstd name -> invalid
     good = episode_files(make_brief("promo-gzip-010", aspect="16:9", duration_s=3.0), make_result(), Log())
     (s1 / "promo-gzip-010-s1.tar.zst").write_bytes(tar_bytes(good, mode="w:gz"))
@@ -424,9 +534,11 @@ def scores(*values: int) -> dict:
     return {f"score_{a}": v for a, v in zip(AXES, values, strict=True)}
 
 
-def counts(turns, tool_calls, images_read, renders, snapshots, looked, tokens, harness_error=False) -> dict:
+def counts(turns, tool_calls, images_read, renders, snapshots, looked, tokens, harness_error=False,
+           subagent_tool_calls=0) -> dict:
     input_tokens, output_tokens, cache_read, cache_creation = tokens
-    return {"turns": turns, "tool_calls": tool_calls, "images_read": images_read, "renders": renders,
+    return {"turns": turns, "tool_calls": tool_calls, "subagent_tool_calls": subagent_tool_calls,
+            "images_read": images_read, "renders": renders,
             "snapshots": snapshots, "looked_at_final_render": looked, "input_tokens": input_tokens,
             "output_tokens": output_tokens, "cache_read_tokens": cache_read,
             "cache_creation_tokens": cache_creation, "harness_error": harness_error}
@@ -443,6 +555,7 @@ EXPECTED_COUNTS = {
     "ui-unjudged-007-s1": counts(4, 1, 0, 0, 0, False, (100, 200, 3000, 400)),
     "ui-undelivered-008-s1": counts(1, 1, 0, 1, 0, False, (50, 60, 700, 80), harness_error=True),
     "ui-card-001-r2": counts(1, 1, 0, 1, 0, False, (10, 20, 300, 40)),
+    "ui-cli-012-s1": counts(7, 5, 1, 1, 0, True, (1100, 2200, 330_000, 4400), subagent_tool_calls=2),
 }
 
 # The host verdict under rubric 1.2 (contract 2), with the judge.json host label it starts from.
@@ -474,6 +587,8 @@ EXPECTED_LABELS_12 = {
                                   previous_final_label=None),
     "ui-card-001-r2": dict(label="FAIL", host_rule=None, host_gates_failed=["no_video"], positive_eligible=False,
                            **NULL_SCORES, defects=(None, None, None), previous_final_label=None),
+    "ui-cli-012-s1": dict(label="FAIL", host_rule=None, host_gates_failed=["no_video"], positive_eligible=False,
+                          **NULL_SCORES, defects=(None, None, None), previous_final_label=None),
 }
 
 # Under rubric 1.0 only these change (R4 s_mean < 4.5, R6 s_min < 5, loop_seam max 40.0):
@@ -521,31 +636,31 @@ DELIVERED = sorted(EXPECTED_FACTS)
 STATS_NAMES = ["Episodes", "Videos delivered", "Labels", "Positive-eligible (pass, no major defect, no failed gate)",
                "Agent turns / tool calls / images viewed", "hyperframes render / snapshot calls",
                "Actor tokens (output; cache read)", "Aspect ratios"]
-# 9 rows: 8 briefs (ui-card-001 twice); samples r2: 1, s1: 8.
+# 10 rows: 9 briefs (ui-card-001 twice); samples r2: 1, s1: 9.
 # Videos: 7 decode; 4 + 3 + 4 + 5 + 3 + 3 + 3 = 25 s = 0.417 min -> "0.4".
-# Summed over 001-s1, 002, 003, 004, 005, 006, 007, 008, 001-r2:
-#   turns 9+4+2+3+3+2+4+1+1 = 29; tool calls 10+5+2+2+3+3+1+1+1 = 28; images 2+1+1+1+1+2+0+0+0 = 8
-#   renders 1+2+1+1+1+1+0+1+1 = 9; snapshots 1+1+0+0+1+0+0+0+0 = 3
-#   output tokens 3400+2100+1500+1900+900+1000+200+60+20 = 11,080
-#   cache read 1,056,000+30,000+20,000+25,000+10,000+12,000+3,000+700+300 = 1,157,000
-# Briefs' aspects: 16:9 x6 (001 twice, 003, 005, 007, 008), 1:1 x2 (004, 006), 9:16 x1 (002).
+# Summed over 001-s1, 002, 003, 004, 005, 006, 007, 008, 001-r2, 012 (subagent calls not included):
+#   turns 9+4+2+3+3+2+4+1+1+7 = 36; tool calls 10+5+2+2+3+3+1+1+1+5 = 33; images 2+1+1+1+1+2+0+0+0+1 = 9
+#   renders 1+2+1+1+1+1+0+1+1+1 = 10; snapshots 1+1+0+0+1+0+0+0+0+0 = 3
+#   output tokens 3400+2100+1500+1900+900+1000+200+60+20+2200 = 13,280
+#   cache read 1,056,000+30,000+20,000+25,000+10,000+12,000+3,000+700+300+330,000 = 1,487,000
+# Briefs' aspects: 16:9 x7 (001 twice, 003, 005, 007, 008, 012), 1:1 x2 (004, 006), 9:16 x1 (002).
 EXPECTED_STATS_12 = [
-    ("Episodes", "9 (8 briefs; samples r2: 1, s1: 8)"),
+    ("Episodes", "10 (9 briefs; samples r2: 1, s1: 9)"),
     ("Videos delivered", "7 (0.4 min of footage)"),
-    ("Labels", "PASS 1, PASS_WITH_NITS 2, FAIL 5, unjudged 1"),
+    ("Labels", "PASS 1, PASS_WITH_NITS 2, FAIL 6, unjudged 1"),
     ("Positive-eligible (pass, no major defect, no failed gate)", "1"),
-    ("Agent turns / tool calls / images viewed", "29 / 28 / 8"),
-    ("hyperframes render / snapshot calls", "9 / 3"),
-    ("Actor tokens (output; cache read)", "11,080; 1,157,000"),
-    ("Aspect ratios", "16:9 6, 1:1 2, 9:16 1"),
+    ("Agent turns / tool calls / images viewed", "36 / 33 / 9"),
+    ("hyperframes render / snapshot calls", "10 / 3"),
+    ("Actor tokens (output; cache read)", "13,280; 1,487,000"),
+    ("Aspect ratios", "16:9 7, 1:1 2, 9:16 1"),
 ]
-# Under 1.0: PASS 002, 004, 006; PASS_WITH_NITS 001, 005; FAIL 003, 008, r2; unjudged 007.
+# Under 1.0: PASS 002, 004, 006; PASS_WITH_NITS 001, 005; FAIL 003, 008, r2, 012; unjudged 007.
 # Positive: 002, 005, 006 (004 is a harness error).
-EXPECTED_STATS_10 = [(name, {"Labels": "PASS 3, PASS_WITH_NITS 2, FAIL 3, unjudged 1",
+EXPECTED_STATS_10 = [(name, {"Labels": "PASS 3, PASS_WITH_NITS 2, FAIL 4, unjudged 1",
                              "Positive-eligible (pass, no major defect, no failed gate)": "3"}.get(name, value))
                      for name, value in EXPECTED_STATS_12]
-# Families: ui-product 5 (001-s1, 002, 007, 008, 001-r2); brand-promo 2 and scene-3d 2 (a tie: by name).
-EXPECTED_FAMILIES = ["| ui-product | 5 |", "| brand-promo | 2 |", "| scene-3d | 2 |"]
+# Families: ui-product 6 (001-s1, 002, 007, 008, 001-r2, 012); brand-promo 2 and scene-3d 2 (a tie: by name).
+EXPECTED_FAMILIES = ["| ui-product | 6 |", "| brand-promo | 2 |", "| scene-3d | 2 |"]
 
 EXPECTED_INVALID = {
     (S1, "promo-gzip-010-s1"): ("promo-gzip-010-s1.tar.zst", None),
@@ -596,7 +711,8 @@ def built(tmp_path_factory):
         ended_10 = datetime.now(UTC)
         second = published(dataset)
     return {
-        "runs": runs, "meta": meta, "dataset": dataset, "videos": videos, "before": before, "after": tree(runs),
+        "runs": runs, "meta": meta, "dataset": dataset, "home": tmp / "home", "videos": videos, "before": before,
+        "after": tree(runs),
         "summary_12": summary_12, "summary_10": summary_10, "first": first, "second": second,
         "window_12": (started_12, ended_12), "window_10": (started_10, ended_10),
     }
@@ -841,3 +957,73 @@ def test_rehosting_materializes_only_labels_and_downstream(built):
 
 def test_readme_stats_under_1_0(built):
     assert stats_of(built["second"]["readme"]) == EXPECTED_STATS_10
+
+
+# ------------------------------------------------------------------ the CLI's shapes, by hand
+
+
+def archive_members(path: Path) -> dict[str, bytes]:
+    with zstandard.ZstdDecompressor().stream_reader(path.open("rb")) as stream, \
+            tarfile.open(fileobj=stream, mode="r|") as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}
+
+
+def test_the_hand_typed_cli_episode_counts_exactly_and_agrees_with_result_json(built):
+    """ui-cli-012-s1: one reply over several lines is one turn, the subagent's calls are apart,
+    both result lines' tokens are summed; result.json reports the same turns and calls, so no
+    warning (an episode counted by the rules no longer warns)."""
+    row = built["first"]["by_id"]["ui-cli-012-s1"]
+    assert {c: row[c] for c in EXPECTED_COUNTS["ui-cli-012-s1"]} == EXPECTED_COUNTS["ui-cli-012-s1"]
+    manifest = json.loads((built["dataset"] / "episodes" / "2026-10-21" / "ui-cli-012-s1.json").read_text())
+    assert manifest["usage"] == {
+        "turns": 7, "tool_calls": 5, "subagent_tool_calls": 2, "images_read": 1, "renders": 1, "snapshots": 0,
+        "input_tokens": 1100, "output_tokens": 2200, "cache_read_tokens": 330_000, "cache_creation_tokens": 4400}
+    import duckdb
+
+    with duckdb.connect(str(built["home"] / "vae_warehouse.duckdb"), read_only=True) as con:
+        warnings = con.execute("SELECT warnings FROM episode_table WHERE id = 'ui-cli-012-s1'").fetchone()[0]
+    assert warnings == []
+
+
+def test_the_hand_typed_cli_episode_archive_keeps_no_user_and_no_base64_image(built):
+    """Contract 3's scrub and slimming on the CLI's shapes: every home of both users (paths and
+    project folders) is <home>, the ls -l owner and group columns and the shell prompt are <user>,
+    the image Read's two copies are one file under images/ and no base64 image is left; the
+    thinking signature (base64, not an image) is kept and stream events are dropped."""
+    dataset = built["dataset"]
+    members = archive_members(dataset / "episodes" / "2026-10-21" / "ui-cli-012-s1.tar.zst")
+    picture = base64.b64encode(cli_picture()).decode()
+    texts = {name: data.decode() for name, data in members.items() if not name.startswith("images/")}
+    for name, text in texts.items():
+        for user in CLI_USERS:
+            assert not re.search(rf"\b{user}\b", text), (name, user)
+        assert "/Users/" not in text and "/home/" not in text and "-Users-" not in text and "-home-" not in text, name
+        assert picture[:64] not in text and "iVBORw0KGgo" not in text, name
+    placeholders = {kind: sum(t.count(f"<{kind}>") for t in texts.values()) for kind in ("home", "user")}
+    assert placeholders == CLI_PLACEHOLDERS
+    manifest = json.loads((dataset / "episodes" / "2026-10-21" / "ui-cli-012-s1.json").read_text())
+    assert {k: v for k, v in manifest["scrub"]["placeholders"].items() if v} == CLI_PLACEHOLDERS
+    assert manifest["scrub"]["findings"] == []
+    # the one picture, twice in messages.jsonl and twice in the session log: one file
+    images = [name for name in members if name.startswith("images/")]
+    assert len(images) == 1, images
+    lines = [json.loads(line) for line in texts["messages.jsonl"].splitlines()]
+    assert not any(line["type"] == "stream_event" for line in lines)
+    [read] = [line for line in lines if line.get("tool_use_result", {}).get("type") == "image"]
+    assert read["tool_use_result"]["file"]["base64"] == images[0]
+    block = read["message"]["content"][0]["content"][0]
+    assert (block["type"], block["path"]) == ("image", images[0]) and "source" not in block
+    [listing] = [line for line in lines if line.get("uuid") == "u-08"]
+    assert listing["message"]["content"][0]["content"] == (
+        "total 16\n-rw-r--r--  1 <user>  <user>  5120 Oct 21 08:03 index.html\n"
+        "-rw-r--r--  1 <user>  staff  812 Oct 21 08:04 notes.md")
+    [prompt] = [line for line in lines if line.get("uuid") == "u-29"]
+    assert prompt["message"]["content"][0]["content"] == \
+        "<user>@build:~$ wc -l ~/.claude/projects/<home>-work-site/x.jsonl\n12"
+    assert sum(line.get("message", {}).get("content", [{}])[0].get("signature") == CLI_SIGNATURE
+               for line in lines if line["type"] == "assistant") == 2
+    session = [json.loads(line) for line in texts["transcript/session.jsonl"].splitlines()]
+    [copy] = [entry for entry in session if "toolUseResult" in entry]
+    assert copy["toolUseResult"]["file"]["base64"] == images[0]
+    assert "<home>/.claude/projects/<home>-work-site/x.jsonl" in texts["transcript/session.jsonl"]
+    assert "transcript/subagents/agent-a1b2c3d4.jsonl" in texts

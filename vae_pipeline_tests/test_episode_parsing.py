@@ -245,3 +245,72 @@ def test_the_input_schemas_sit_in_meta_beside_the_brief_schema():
         schema = json.loads((META / f"{name}.schema.json").read_text())
         assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
         assert schema["$id"] == f"vae-pipeline/{name}.schema.json"
+
+
+def _line(message_id, block, parent=None):
+    return {"type": "assistant", "message": {"id": message_id, "content": [block], "usage": {"output_tokens": 1}},
+            "parent_tool_use_id": parent}
+
+
+def _result(output_tokens, cache_read):
+    return {"type": "result", "subtype": "success", "is_error": False, "num_turns": 1, "result": "ok",
+            "usage": {"input_tokens": 5, "output_tokens": output_tokens, "cache_read_input_tokens": cache_read,
+                      "cache_creation_input_tokens": 1}}
+
+
+# Two responses streamed a block a line (msg_1 over three lines, msg_2 over two), one line without
+# an id, a subagent (parent toolu_task) with two calls and its own render and image Read, and two
+# result lines.
+STREAMED = [
+    {"type": "system", "subtype": "init", "model": "claude-opus-4-5-20251101"},
+    _line("msg_1", {"type": "thinking", "thinking": "", "signature": "RXFvQg" * 100}),
+    _line("msg_1", {"type": "text", "text": "rendering"}),
+    _line("msg_1", {**_tool("Bash", command="npx hyperframes render"), "id": "toolu_r", "caller": {"type": "direct"}}),
+    _line("msg_2", {**_tool("Task", prompt="look", description="look"), "id": "toolu_task"}),
+    _line("msg_s", _tool("Bash", command="npx hyperframes snapshot --at 1"), parent="toolu_task"),
+    _line("msg_s", _tool("Read", file_path="/w/s.png"), parent="toolu_task"),
+    _line("msg_2", _tool("Read", file_path="/w/final.png")),
+    _result(100, 1000),
+    {"type": "assistant", "message": {"content": [{"type": "text", "text": "no id: a turn"}]}},
+    _result(20, 300),
+]
+
+
+def test_one_reply_over_several_lines_is_one_turn_and_a_subagents_calls_are_apart(tmp_path):
+    result = {**RESULT, "turns": 3, "tool_calls": 3}
+    name = f"{BRIEF['brief_id']}-s1"
+    write_folder(tmp_path, name, episode_files(**{"messages.jsonl": _jsonl(*STREAMED),
+                                                   "result.json": json.dumps(result).encode()}))
+    row = parse_one(tmp_path, name)
+    assert row["valid"], row["error_reason"]
+    # turns: msg_1, msg_2, the line without an id; main calls: render, Task, Read; the subagent's two
+    assert (row["turns"], row["tool_calls"], row["subagent_tool_calls"]) == (3, 3, 2)
+    assert (row["images_read"], row["renders"], row["snapshots"], row["looked_at_final_render"]) == (1, 1, 0, True)
+    # every result line: 100 + 20 output, 1000 + 300 cache read
+    assert (row["input_tokens"], row["output_tokens"], row["cache_read_tokens"], row["cache_creation_tokens"]) \
+        == (10, 120, 1300, 2)
+    assert row["warnings"] == []
+
+
+SDK_OBJECTS = [
+    {"_type": "SystemMessage", "subtype": "init", "data": {"model": "claude-opus-4-5-20251101"}},
+    {"_type": "AssistantMessage", "content": [{"_type": "TextBlock", "text": "hi"}], "model": "m"},
+    {"_type": "AssistantMessage", "content": [{"_type": "ToolUseBlock", "id": "t", "name": "Bash",
+                                               "input": {"command": "npx hyperframes render"}}], "model": "m"},
+    {"_type": "ResultMessage", "subtype": "success", "num_turns": 2, "usage": {"output_tokens": 9}},
+]
+
+
+def test_a_log_in_another_form_is_refused_not_counted_as_an_empty_run(tmp_path):
+    write_folder(tmp_path, "a-s1", episode_files(**{"messages.jsonl": _jsonl(*SDK_OBJECTS)}))
+    row = parse_one(tmp_path, "a-s1")
+    assert row["valid"] is False
+    assert (row["error_file"], row["error_line"]) == ("messages.jsonl", None)
+    assert '{"type": "assistant", "message"' in row["error_reason"] and "4 turns" in row["error_reason"]
+    assert "\n" not in row["error_reason"]
+    # a run that reports no turn and logged none is an empty run, not a log in another form
+    no_turns = {**RESULT, "turns": 0, "tool_calls": 0}
+    write_folder(tmp_path, "b-s1", episode_files(**{"messages.jsonl": _jsonl(SDK_OBJECTS[0]),
+                                                     "result.json": json.dumps(no_turns).encode()}))
+    row = parse_one(tmp_path, "b-s1")
+    assert row["valid"] and (row["turns"], row["tool_calls"]) == (0, 0)

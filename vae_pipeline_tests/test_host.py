@@ -189,6 +189,7 @@ def test_still_gate():
         (V10, True, 12.01, False),
         (V10, True, 40.0, False),
         (V10, True, 40.01, True),
+        (V12, True, None, False),  # unmeasured (a table an older version wrote): not failed, no crash
     ],
 )
 def test_loop_seam_gate(rubric, loop, seam, fails):

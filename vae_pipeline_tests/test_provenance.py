@@ -165,7 +165,7 @@ def test_the_generator_plants_one_of_each(sample_runs):
         assert ("benchmark_version" not in info) is (series_id in sample_runs.unversioned_series)
     odd = next(p for p in sample_runs.episodes if p.episode_id in sample_runs.odd_actor_ids)
     entries, _ = episode_entries(sample_runs.root / odd.series)
-    assert odd.bad is None and odd.actor_model == ODD_ACTOR_MODEL and odd.episode_id in {e.episode_id for e in entries}
+    assert odd.bad is None and odd.init.model == ODD_ACTOR_MODEL and odd.episode_id in {e.episode_id for e in entries}
 
 
 def test_each_check_names_exactly_the_planted_series_and_episodes(built_once, sample_runs):
@@ -197,7 +197,7 @@ def test_the_rows_carry_the_three_columns_at_the_end(built_once, sample_runs):
         assert list(r)[-3:] == ["benchmark_version", "actor_model_id", "harness_commit"]
         assert r["benchmark_version"] == (None if r["series"] in sample_runs.unversioned_series else "1.2.0")
         assert r["harness_commit"] == "3f9c2e1"
-        assert r["actor_model_id"] == plans[r["id"]].actor_model
+        assert r["actor_model_id"] == plans[r["id"]].init.model
     parquet = pl.read_parquet(dataset / "data" / "episodes.parquet")
     assert parquet.columns[-3:] == ["benchmark_version", "actor_model_id", "harness_commit"]
     assert parquet.filter(pl.col("id").is_in(sample_runs.odd_actor_ids))["actor_model_id"].to_list() == \

@@ -27,7 +27,7 @@ EPISODES_SCHEMA = {
     "concept": pl.String, "aspect": pl.String, "duration_s": pl.Float64, "difficulty": pl.String,
     "task_type": pl.String, "bank": pl.String, "loop": pl.Boolean, "brief": pl.String,
     "result_status": pl.String, "started_at": pl.String, "date": pl.String, "turns": pl.Int64,
-    "tool_calls": pl.Int64, "images_read": pl.Int64, "renders": pl.Int64, "snapshots": pl.Int64,
+    "tool_calls": pl.Int64, "subagent_tool_calls": pl.Int64, "images_read": pl.Int64, "renders": pl.Int64, "snapshots": pl.Int64,
     "input_tokens": pl.Int64, "output_tokens": pl.Int64, "cache_read_tokens": pl.Int64,
     "cache_creation_tokens": pl.Int64, "harness_error": pl.Boolean,
     "looked_at_final_render": pl.Boolean, "delivered": pl.Boolean, "judged": pl.Boolean,

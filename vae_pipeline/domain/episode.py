@@ -14,7 +14,7 @@ from typing import BinaryIO
 from vae_pipeline.domain.episode_files import DEFAULT_SIZE_LIMIT, EpisodeFiles, read_episode_files
 from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.json_schema import SchemaValidator, contract_validator
-from vae_pipeline.domain.messages import MessageCounts, count_messages, token_columns
+from vae_pipeline.domain.messages import MessageCounts, count_messages, refuse_unknown_form, token_columns
 from vae_pipeline.domain.provenance import ACTOR_COLUMNS, REQUEST_SHAPE, actor_facts
 from vae_pipeline.domain.scrub import ScrubConfig, scrub_text
 from vae_pipeline.domain.series import EpisodeEntry, episode_id_reason, is_episode_id, masked_name, shown_episode_id
@@ -31,7 +31,7 @@ BRIEF_COLUMNS = (
 EPISODE_COLUMNS = (
     "id", "series", "source", "is_archive", "valid", "error_file", "error_line", "error_reason",
     "warnings", "sample", *BRIEF_COLUMNS, "loop", "brief", "result_status", "started_at", "date",
-    "turns", "tool_calls", "images_read", "renders", "snapshots", "input_tokens",
+    "turns", "tool_calls", "subagent_tool_calls", "images_read", "renders", "snapshots", "input_tokens",
     "output_tokens", "cache_read_tokens", "cache_creation_tokens", "harness_error",
     "looked_at_final_render", "delivered", "judged", *ACTOR_COLUMNS,
 )  # fmt: skip
@@ -108,6 +108,7 @@ def _parse_files(episode_id: str, files: EpisodeFiles, briefs: SchemaValidator, 
         result = _check_result(data["result.json"])
         date = utc_date(result["started_at"])
     counts = files.read(MESSAGES)
+    refuse_unknown_form(counts, result.get("turns"))
     with reading(REQUEST_SHAPE):
         shape = loads(data[REQUEST_SHAPE], REQUEST_SHAPE) if REQUEST_SHAPE in data else None
 
@@ -130,6 +131,7 @@ def _parse_files(episode_id: str, files: EpisodeFiles, briefs: SchemaValidator, 
         "date": date,
         "turns": counts.turns,
         "tool_calls": counts.tool_calls,
+        "subagent_tool_calls": counts.subagent_tool_calls,
         "images_read": counts.images_read,
         "renders": counts.renders,
         "snapshots": counts.snapshots,

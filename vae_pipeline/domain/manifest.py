@@ -9,7 +9,7 @@ AXES_COLUMNS = ("score_brief_fidelity", "score_composition", "score_typography",
 VERDICT_COLUMNS = ("label", "host_rule", "host_gates_failed", "positive_eligible", "defects_critical",
                    "defects_major", "defects_minor", "judge_model", "rubric_version", "host_rubric_version",
                    "rubric_sha256", "rehosted_at", "previous_final_label")
-USAGE_COLUMNS = ("turns", "tool_calls", "images_read", "renders", "snapshots", "input_tokens", "output_tokens",
+USAGE_COLUMNS = ("turns", "tool_calls", "subagent_tool_calls", "images_read", "renders", "snapshots", "input_tokens", "output_tokens",
                  "cache_read_tokens", "cache_creation_tokens")
 
 

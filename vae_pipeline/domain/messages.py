@@ -1,12 +1,17 @@
 """The dataset's counting columns, derived from `messages.jsonl` by the contract's rules.
 
-Only counts, flags and the init line (scrubbed by its reader) leave this module: message text is never kept, so nothing the agent
+The log is the Claude Code CLI's stream-json: one API response arrives as several `assistant`
+lines sharing `message.id`, subagent lines (`parent_tool_use_id` set) are interleaved with the
+main agent's, and a run of several prompts ends each with its own `result` line.
+
+Only counts, flags and the init line (scrubbed by its reader) leave this module: message text is
+never kept, so nothing the agent
 saw or wrote (secrets, home paths) reaches the pipeline's own storage.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from vae_pipeline.domain.errors import BadInput
@@ -19,36 +24,51 @@ TOKEN_FIELDS = {
     "cache_read_tokens": "cache_read_input_tokens",
     "cache_creation_tokens": "cache_creation_input_tokens",
 }
+# what a refused log was expected to hold, named in the refusal
+ASSISTANT_FORM = '{"type": "assistant", "message": {"id", "content": [...]}, "parent_tool_use_id"}'
 
 
 @dataclass
 class MessageCounts:
     turns: int = 0
     tool_calls: int = 0
+    subagent_tool_calls: int = 0
     images_read: int = 0
     renders: int = 0
     snapshots: int = 0
     looked_at_final_render: bool = False
-    result_usage: dict | None = None  # usage of the last `result` message, if any
-    result_text_has_403: bool = False
+    result_usages: list[dict] = field(default_factory=list)  # usage of every `result` line that has one
+    result_text_has_403: bool = False  # of the last `result` line
+    assistant_lines: int = 0  # in the contract's form, main agent's and subagents'
     init: dict | None = None  # the main agent's first system/init line: what ran (read by domain.provenance)
 
 
 def count_messages(data: bytes | BinaryIO, file: str = "messages.jsonl",
                    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> MessageCounts:
-    """Walk the SDK messages in order, reading the file as a stream (bytes or an open file);
+    """Walk the stream-json lines in order, reading the file as a stream (bytes or an open file);
     raises BadInput naming the line of any malformed one."""
     counts = MessageCounts()
+    turn_ids: set[str] = set()
     last_render_step = -1
     last_image_read_step = -1
     step = 0
     for lineno, message in jsonl(data, file, max_line_bytes):
-        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
-            raise BadInput(file, "line must be a JSON object with a string 'type'", line=lineno)
-        kind = message["type"]
+        if not isinstance(message, dict):
+            raise BadInput(file, "line must be a JSON object", line=lineno)
+        kind = message.get("type")  # a line of another form has none, or another: ignored
         if kind == "assistant":
-            counts.turns += 1
-            for block in _content_blocks(message, file, lineno):
+            blocks = _content_blocks(message, file, lineno)
+            counts.assistant_lines += 1
+            if message.get("parent_tool_use_id") is not None:
+                counts.subagent_tool_calls += sum(block.get("type") == "tool_use" for block in blocks)
+                continue
+            message_id = message["message"].get("id")
+            if not isinstance(message_id, str):
+                counts.turns += 1
+            elif message_id not in turn_ids:
+                turn_ids.add(message_id)
+                counts.turns += 1
+            for block in blocks:
                 if block.get("type") != "tool_use":
                     continue
                 step += 1
@@ -74,11 +94,22 @@ def count_messages(data: bytes | BinaryIO, file: str = "messages.jsonl",
             usage = message.get("usage")
             if usage is not None and not isinstance(usage, dict):
                 raise BadInput(file, "result message 'usage' must be an object", line=lineno)
-            counts.result_usage = usage
+            if usage is not None:
+                counts.result_usages.append(usage)
             text = message.get("result")
             counts.result_text_has_403 = isinstance(text, str) and "403" in text
     counts.looked_at_final_render = last_render_step >= 0 and last_image_read_step > last_render_step
     return counts
+
+
+def refuse_unknown_form(counts: MessageCounts, reported_turns: object, file: str = "messages.jsonl") -> None:
+    """A log with no assistant line in the contract's form while result.json reports turns was
+    written in another form (the SDK's own objects, say): refused, never counted as an empty run."""
+    if counts.assistant_lines or not isinstance(reported_turns, int) or reported_turns <= 0:
+        return
+    raise BadInput(file, f"holds no assistant line of the stream-json form {ASSISTANT_FORM} although "
+                         f"result.json reports {reported_turns} turns: a log in another form (such as the "
+                         "SDK's objects tagged with class names) is refused")
 
 
 def _content_blocks(message: dict, file: str, lineno: int) -> list[dict]:
@@ -95,11 +126,15 @@ def _is_image_path(value: object) -> bool:
     return isinstance(value, str) and value.lower().endswith(IMAGE_SUFFIXES)
 
 
+def _token_count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def token_columns(counts: MessageCounts, result_json_usage: dict | None) -> dict[str, int | None]:
-    """Tokens from the `result` message's usage, else from result.json's."""
-    usage = counts.result_usage if counts.result_usage is not None else (result_json_usage or {})
+    """Tokens summed over every `result` line's usage, else from result.json's."""
+    usages = counts.result_usages or [result_json_usage or {}]
     columns: dict[str, int | None] = {}
     for column, key in TOKEN_FIELDS.items():
-        value = usage.get(key)
-        columns[column] = value if isinstance(value, int) and not isinstance(value, bool) else None
+        values = [v for v in (_token_count(usage.get(key)) for usage in usages) if v is not None]
+        columns[column] = sum(values) if values else None
     return columns

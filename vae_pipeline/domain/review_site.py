@@ -48,7 +48,7 @@ SITE_DIR = "review"  # under the pipeline's home
 STATE = ".state.json"
 LEADERBOARD_CHART = "leaderboard.png"
 LABELS = ("PASS", "PASS_WITH_NITS", "FAIL", "unjudged")
-COUNT_COLUMNS = ("turns", "tool_calls", "images_read", "renders", "snapshots", "input_tokens", "output_tokens",
+COUNT_COLUMNS = ("turns", "tool_calls", "subagent_tool_calls", "images_read", "renders", "snapshots", "input_tokens", "output_tokens",
                  "cache_read_tokens", "cache_creation_tokens")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 SEARCH_INDEX = "search.json"

@@ -22,7 +22,7 @@ DATASET_SCHEMA: dict[str, pl.DataType] = {
     "score_typography": pl.Int64(), "score_motion": pl.Int64(), "score_craft": pl.Int64(),
     "score_engagement": pl.Int64(), "defects_critical": pl.Int64(), "defects_major": pl.Int64(),
     "defects_minor": pl.Int64(), "turns": pl.Int64(), "tool_calls": pl.Int64(),
-    "images_read": pl.Int64(), "renders": pl.Int64(), "snapshots": pl.Int64(),
+    "subagent_tool_calls": pl.Int64(), "images_read": pl.Int64(), "renders": pl.Int64(), "snapshots": pl.Int64(),
     "input_tokens": pl.Int64(), "output_tokens": pl.Int64(), "cache_read_tokens": pl.Int64(),
     "cache_creation_tokens": pl.Int64(), "harness_error": pl.Boolean(), "video_ok": pl.Boolean(),
     "video_duration_s": pl.Float64(), "video_aspect": pl.String(), "fps": pl.Float64(),

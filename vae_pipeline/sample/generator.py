@@ -2,8 +2,10 @@
 
 It is the demo's data and the tests' data. Every episode is built from a plan (`EpisodePlan`)
 that says what was planted in it — the bad-input kind, the video's defects, the secrets, the
-judge's answer and the host label the contract gives for all of that — so a test can compare
-what the pipeline found with what was put there.
+two users whose homes the logs name, the counting columns its logs give, the judge's answer and
+the host label the contract gives for all of that — so a test can compare what the pipeline
+found with what was put there. The logs are in the shapes the real Claude Code CLI writes
+(`cli_logs`).
 
 The host block of each `judge.json` is worked out here from the plan (the answer the generator
 chose, the video defects it planted) by contract 2's v1.2 table, never by the pipeline's own
@@ -14,6 +16,7 @@ episodes (`SampleRun.drifted_ids`) store a label that deliberately differs from 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import io
 import json
@@ -30,6 +33,15 @@ from PIL import Image, ImageDraw
 from vae_pipeline.domain.rubric import AXES, Rubric, load_rubric, rubric_in_force
 from vae_pipeline.domain.sampler import sample_times
 from vae_pipeline.domain.video_facts import VideoAnalysis, analyse_video
+from vae_pipeline.sample.cli_logs import (
+    ACTOR_INIT,
+    ActorInit,
+    Picture,
+    PlantedPeople,
+    episode_logs,
+    planted_people,
+    sdk_object_log,
+)
 from vae_pipeline.sample.contest import ContestPlan, plan_contest
 from vae_pipeline.sample.planted import planted_values
 from vae_pipeline.sample.request_logs import request_logs
@@ -45,19 +57,20 @@ HD_FPS = 30
 # The rubric the sample judge answers under: `_contract_rule` and `_planted_gates` are its table.
 JUDGE_RUBRIC = "1.2"
 HARNESS_USER = "vae-runner"
-# What every sample episode's init line says ran (series.json `actor.cli` is CLI_VERSION), and the
-# model of the one episode planted with another actor (provenance_faults=True).
-CLI_VERSION = "2.1.310"
-ACTOR_TOOLS = ("Bash", "Glob", "Grep", "Read", "Write")
+# The model of the one episode planted with another actor (provenance_faults=True).
 ODD_ACTOR_MODEL = "claude-sonnet-5-20261014"
 HARNESS_HOST = "gpu-07.render.internal"
 
-# Each kind of bad input in contract 1, planted once in the first series (when bad=True).
-BAD_KINDS = (
+# Each kind of bad input in contract 1, planted once in the first series (when bad=True). The
+# later kinds are written after every series, so that adding one leaves the random draws of the
+# other episodes (and the tests built on what they hold) as they were.
+FIRST_BAD_KINDS = (
     "missing_file", "bad_json", "bad_jsonl_line", "wrong_type", "not_zstd", "truncated",
     "absolute_member", "dotdot_member", "link_member", "device_member", "fifo_member",
     "bad_id", "bad_judge",
 )  # fmt: skip
+LATER_BAD_KINDS = ("sdk_objects",)
+BAD_KINDS = FIRST_BAD_KINDS + LATER_BAD_KINDS
 
 # Video variants for good episodes, cycled in this order.
 VARIANTS = (
@@ -85,7 +98,12 @@ class EpisodePlan:
     drifted: bool = False  # judge.json's host.label deliberately differs from `host["label"]`
     stored_host_label: str | None = None  # judge.json's host.label; None without judge.json
     scores: dict[str, int] | None = None  # the judge's scores, when planted (contest episodes)
-    actor_model: str = "claude-opus-5.5"  # the model its messages.jsonl init line names
+    init: ActorInit = ACTOR_INIT  # what the messages' system/init line says ran
+    people: PlantedPeople | None = None  # the two users whose homes, folders and listings the logs hold
+    # contract 1's counting columns for the logs written (turns ... harness_error), and how many
+    # `result` lines they hold; None for an episode whose logs are not written in the contract's form
+    counts: dict | None = None
+    result_lines: int = 0
 
 
 @dataclass
@@ -154,21 +172,29 @@ def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, s
             if plan.drifted:
                 run.drifted_ids.append(plan.episode_id)
             if faults and index == 0 and number == 1:
-                plan.actor_model = ODD_ACTOR_MODEL
+                plan.init = dataclasses.replace(ACTOR_INIT, model=ODD_ACTOR_MODEL)
                 run.odd_actor_ids.append(plan.episode_id)
             _write_episode(series_dir, plan, rng, rubric)
             run.episodes.append(plan)
         if bad and index == 0:
-            for number, kind in enumerate(BAD_KINDS):
-                brief = briefs[number % len(briefs)]
-                plan = EpisodePlan(series_id, f"{brief['brief_id']}-bad{number}", brief, bad=kind,
-                                   archive=kind in _ARCHIVE_KINDS)
-                _write_episode(series_dir, plan, rng, rubric)
-                run.episodes.append(plan)
+            _write_bad(run, series_dir, FIRST_BAD_KINDS, 0, briefs, rng, rubric)
+    if bad:
+        first = min(run.series)
+        _write_bad(run, out / first, LATER_BAD_KINDS, len(FIRST_BAD_KINDS), briefs, rng, rubric)
     if contest:
         _write_contest(run, briefs, rubric, first_sample=len(samples), first_day=21 + series, seed=seed,
                        bad=bad, hd=hd)
     return run
+
+
+def _write_bad(run: SampleRun, series_dir: Path, kinds: tuple[str, ...], first_number: int, briefs: list[dict],
+               rng: random.Random, rubric: Rubric) -> None:
+    for number, kind in enumerate(kinds, start=first_number):
+        brief = briefs[number % len(briefs)]
+        plan = EpisodePlan(series_dir.name, f"{brief['brief_id']}-bad{number}", brief, bad=kind,
+                           archive=kind in _ARCHIVE_KINDS)
+        _write_episode(series_dir, plan, rng, rubric)
+        run.episodes.append(plan)
 
 
 CONTEST_BRIEFS = 6
@@ -185,7 +211,7 @@ def _write_contest(run: SampleRun, briefs: list[dict], rubric: Rubric, *, first_
     for entry in run.contest.episodes:
         run.series[entry.series] = "completed"
         plan = EpisodePlan(entry.series, entry.episode_id, entry.brief, hd=hd, scores=entry.scores,
-                           actor_model=entry.model)
+                           init=dataclasses.replace(ACTOR_INIT, model=entry.model))
         _write_episode(run.root / entry.series, plan, rng, rubric)
         run.episodes.append(plan)
 
@@ -198,7 +224,8 @@ def _series_json(series_id: str, sample: str, status: str, index: int) -> dict:
     return {
         "series_id": series_id, "sample": sample, "status": status,
         "created_at": f"2026-10-{21 + index:02d}T08:00:00Z",
-        "actor": {"model": "claude-opus-5.5", "effort": "high", "sdk": "0.2.174", "cli": CLI_VERSION},
+        "actor": {"model": "claude-opus-5.5", "effort": "high", "sdk": "0.2.174",
+                  "cli": ACTOR_INIT.claude_code_version},
         "harness": {"version": "1.4.2", "commit": "3f9c2e1", "dirty": False},
         "benchmark_version": "1.2.0",
     }
@@ -259,30 +286,36 @@ def _episode_files(plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> dic
     secrets = planted_values(rng)
     plan.secrets = secrets
     images = [_png(rng, i) for i in range(3)]
-    messages, derived = _messages(brief, plan, images, secrets)
+    started = f"2026-10-{rng.randint(21, 28):02d}T0{rng.randint(1, 9)}:03:11Z"
+    home = secrets["home"]
+    # the logs draw from their own sequence, so the rest of the sample (briefs, answers) is unchanged
+    logs_rng = random.Random(f"cli-logs-{plan.episode_id}-{home}")
+    plan.people = planted_people(logs_rng, home, plan.episode_id)
+    logs, counts = episode_logs(
+        logs_rng, init=plan.init, people=plan.people, secrets=secrets,
+        pictures=[Picture(image, *PNG_SIZE) for image in images], title=brief["title"], started=started,
+        final_look=plan.variant in ("clean", "long"), harness_403=plan.variant == "harness_403")
+    plan.counts = {**counts.columns(), "harness_error": plan.variant == "harness_403"}
+    plan.result_lines = counts.result_lines
     files: dict[str, bytes] = {
         "brief.json": (json.dumps(brief, indent=2) + "\n").encode(),
-        "messages.jsonl": "".join(json.dumps(m) + "\n" for m in messages).encode(),
-        "tool-events.jsonl": "".join(json.dumps(e) + "\n" for e in _tool_events(messages)).encode(),
+        **logs,
+        "tool-events.jsonl": "".join(json.dumps(e) + "\n" for e in _tool_events(logs["messages.jsonl"])).encode(),
     }
-    usage = derived["usage"]
-    started = f"2026-10-{rng.randint(21, 28):02d}T0{rng.randint(1, 9)}:03:11Z"
     result = {"status": "completed", "error": None, "started_at": started,
               "ended_at": started.replace(":03:11", ":31:02"), "duration_s": 1671.0,
-              "turns": derived["turns"], "tool_calls": derived["tool_calls"], "usage": usage}
+              "turns": counts.turns, "tool_calls": counts.tool_calls, "usage": counts.usage}
     if plan.variant == "harness_403":
         result.update(status="error", error="API Error: 403 Forbidden (request blocked)")
     files["result.json"] = (json.dumps(result, indent=2) + "\n").encode()
-    home = secrets["home"]
     for n, image in enumerate(images):
         files[f"observations/frame-{n}.png"] = image
-    files["transcript/session.jsonl"] = files["messages.jsonl"]
-    work = f"{home}/runs/{plan.episode_id}/work"
     files["transcript/api-request-shape.json"] = json.dumps(
-        {"model": plan.actor_model, "cwd": f"{home}/runs/{plan.episode_id}",
+        {"model": plan.init.model, "cwd": f"{home}/runs/{plan.episode_id}",
          "host": HARNESS_HOST, "user": HARNESS_USER,
-         "system": [{"type": "text", "text": f"You are Claude Code. Working directory: {work}"}],
-         "tools": [{"name": name, "input_schema": {"type": "object"}} for name in ACTOR_TOOLS]}, indent=2).encode()
+         "system": [{"type": "text", "text": f"You are Claude Code. Working directory: {home}/runs/{plan.episode_id}/work"}],
+         "tools": [{"name": name, "input_schema": {"type": "object"}} for name in plan.init.tools]},
+        indent=2).encode()
     for n in range(2):
         blob = {"headers": {"Authorization": f"Bearer {secrets['bearer']}",
                             "x-api-key": secrets["anthropic"]},
@@ -306,6 +339,8 @@ def _episode_files(plan: EpisodePlan, rng: random.Random, rubric: Rubric) -> dic
                      "host_gates_failed": gates}
     else:
         files.update(_judge_files(brief, plan, rng, analysis, rubric))
+    if plan.bad == "sdk_objects":
+        plan.counts = None
     return _make_bad(files, plan.bad)
 
 
@@ -322,6 +357,8 @@ def _make_bad(files: dict[str, bytes], bad: str | None) -> dict[str, bytes]:
         brief = json.loads(files["brief.json"])
         brief["duration_s"] = str(brief["duration_s"])
         files["brief.json"] = (json.dumps(brief, indent=2) + "\n").encode()
+    elif bad == "sdk_objects":
+        files["messages.jsonl"] = sdk_object_log(files["messages.jsonl"])
     elif bad == "bad_judge" and "judge.json" in files:
         judge = json.loads(files["judge.json"])
         judge["answer"]["scores"]["craft"] = 11
@@ -329,66 +366,22 @@ def _make_bad(files: dict[str, bytes], bad: str | None) -> dict[str, bytes]:
     return files
 
 
+PNG_SIZE = (96, 54)
+
+
 def _png(rng: random.Random, n: int) -> bytes:
-    picture = Image.new("RGB", (96, 54), (rng.randint(0, 255), rng.randint(0, 255), 90))
+    picture = Image.new("RGB", PNG_SIZE, (rng.randint(0, 255), rng.randint(0, 255), 90))
     ImageDraw.Draw(picture).rectangle((10 + 8 * n, 10, 40 + 8 * n, 40), fill=(250, 250, 250))
     out = io.BytesIO()
     picture.save(out, format="PNG")
     return out.getvalue()
 
 
-def _messages(brief: dict, plan: EpisodePlan, images: list[bytes], secrets: dict[str, str]):
-    home = secrets["home"]
-    work = f"{home}/runs/{plan.episode_id}/work"
-    steps = [
-        ("Write", {"file_path": f"{work}/index.html", "content": "<div id='stage'></div>"}),
-        ("Bash", {"command": f"cd {work} && npx hyperframes render --out ../out.mp4"}),
-        ("Read", {"file_path": f"{work}/snap/frame-0.png"}),
-        ("Bash", {"command": "npx hyperframes snapshot --at 2.0"}),
-        ("Bash", {"command": f"export ANTHROPIC_API_KEY={secrets['anthropic']} HF_TOKEN={secrets['huggingface']}"}),
-        ("Read", {"file_path": f"{work}/snap/frame-1.PNG"}),
-        ("Bash", {"command": "npx hyperframes render --out ../out.mp4"}),
-    ]
-    if plan.variant in ("clean", "long"):
-        steps.append(("Read", {"file_path": f"{work}/snap/final.jpg"}))
-    messages: list[dict] = [{"type": "system", "subtype": "init", "cwd": work, "model": plan.actor_model,
-                             "claude_code_version": CLI_VERSION, "tools": list(ACTOR_TOOLS)}]
-    out_tokens = 0
-    for n, (name, tool_input) in enumerate(steps):
-        usage = {"input_tokens": 900 + n, "output_tokens": 300 + 7 * n}
-        out_tokens += usage["output_tokens"]
-        messages.append({"type": "stream_event", "event": {"type": "content_block_delta",
-                                                           "delta": {"type": "text_delta", "text": "Let"}}})
-        messages.append({"type": "assistant", "message": {"content": [
-            {"type": "thinking", "thinking": f"Step {n}: {name}.", "signature": "c2ln"},
-            {"type": "text", "text": f"Step {n}: running {name}."},
-            {"type": "tool_use", "id": f"toolu_{n:02d}", "name": name, "input": tool_input},
-        ], "usage": usage}})
-        content: list[dict] = [{"type": "text", "text": f"ok ({name})"}]
-        if name == "Read":
-            image = images[n % len(images)]
-            content.append({"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                                        "data": base64.b64encode(image).decode()}})
-        if n == 4:
-            content[0]["text"] = (f"env: AWS_ACCESS_KEY_ID={secrets['aws_access_key_id']} "
-                                  f"AWS_SECRET_ACCESS_KEY={secrets['aws_secret_access_key']} "
-                                  f"contact {secrets['email']} via {secrets['public_ip']}")
-        messages.append({"type": "user", "message": {"content": [
-            {"type": "tool_result", "tool_use_id": f"toolu_{n:02d}", "content": content}]}})
-    messages.append({"type": "assistant", "message": {"content": [
-        {"type": "text", "text": "Delivered out.mp4."}], "usage": {"input_tokens": 950, "output_tokens": 40}}})
-    usage = {"input_tokens": 61_234 + len(steps), "output_tokens": out_tokens + 40,
-             "cache_read_input_tokens": 1_402_331, "cache_creation_input_tokens": 90_122}
-    final_text = "Done." if plan.variant != "harness_403" else "API Error: 403 Forbidden"
-    messages.append({"type": "result", "subtype": "success", "is_error": False,
-                     "num_turns": len(steps) + 1, "usage": usage, "result": final_text})
-    derived = {"turns": len(steps) + 1, "tool_calls": len(steps), "usage": usage}
-    return messages, derived
-
-
-def _tool_events(messages: list[dict]) -> list[dict]:
+def _tool_events(messages: bytes) -> list[dict]:
+    """The PreToolUse / PostToolUse hook records of every tool call, the subagents' included."""
     events = []
-    for message in messages:
+    for raw in messages.splitlines():
+        message = json.loads(raw)
         if message["type"] != "assistant":
             continue
         for block in message["message"]["content"]:

@@ -183,7 +183,7 @@ def test_no_stage_fails_for_all_series(hostile):
     assert hostile["summary"]["failed_runs"] == []
 
 
-def test_each_hostile_episode_is_isolated_with_its_file_line_and_reason(hostile):
+def test_each_hostile_episode_is_isolated_with_its_file_line_and_reason(hostile, record_property):
     reported = {(i["series"], i["episode"]): i for i in hostile["summary"]["invalid_episodes"]}
     isolated = 0
     for case, expected in CASES.items():
@@ -201,7 +201,7 @@ def test_each_hostile_episode_is_isolated_with_its_file_line_and_reason(hostile)
             assert expected.words in entry["reason"] and "\n" not in entry["reason"], (case, entry)
         isolated += 1
     assert len(reported) == len([c for c in CASES.values() if c.error_file])  # nothing else is invalid
-    print(f"hostile cases isolated: {isolated} of {len(CASES)}")
+    record_property("summary", f"hostile cases isolated: {isolated} of {len(CASES)}")
 
 
 def test_every_other_row_is_published(hostile):

@@ -165,7 +165,7 @@ def test_images_kept_as_original_bytes_lose_their_text_chunks_and_exif(tmp_path)
     assert pack(dict(reversed(list(files.items()))), tmp_path / "b.tar.zst").archive_sha256 == first.archive_sha256
 
 
-def test_an_image_block_whose_bytes_are_not_an_image_stays_text_and_is_scrubbed(tmp_path) -> None:
+def test_an_image_block_whose_bytes_are_not_an_image_is_text_and_is_scrubbed(tmp_path) -> None:
     text_as_base64 = image_block(f"export ANTHROPIC_API_KEY={KEY}\n".encode() * 20)  # decodes, to text
     key_as_data = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
                                                "data": f"not an image: {KEY}"}}
@@ -175,10 +175,13 @@ def test_an_image_block_whose_bytes_are_not_an_image_stays_text_and_is_scrubbed(
     archived = members_of(bundle)
     assert list(archived) == ["messages.jsonl"]  # nothing under images/
     content = json.loads(archived["messages.jsonl"])["message"]["content"][0]["content"]
-    assert content[0] == text_as_base64  # still the block, as it was
+    # base64 of text: the text it decodes to, as a text block the scrub has read
+    assert content[0] == {"type": "text", "text": "export ANTHROPIC_API_KEY=<redacted:anthropic>\n" * 20}
     assert content[1]["source"]["data"] == "not an image: <redacted:anthropic>"
-    assert KEY.encode() not in b"".join(archived.values())
-    assert bundle.slimmed["images"] == 0 and bundle.redacted_keys == 1
+    everything = b"".join(archived.values())
+    assert KEY.encode() not in everything
+    assert text_as_base64["source"]["data"].encode() not in everything
+    assert bundle.slimmed["images"] == 0 and bundle.redacted_keys == 21
 
 
 def _episode_folder(sample_runs) -> tuple:

@@ -273,8 +273,10 @@ def _after_string(text: bytes, pos: int) -> int:
 
 def _replace_images(text: bytes, store: ImageStore) -> tuple[bytes, list[tuple[int, int]], int]:
     """The text with its image blocks moved to the store; the replaced spans; how many. A block
-    whose data is not an image stays as it is: it is text."""
-    pieces, spans, last = [], [], 0
+    whose data is the base64 of UTF-8 text, not of an image, becomes a text block of that text,
+    so the scrub reads what a reader decoding it would (a key hidden in a fake image is redacted);
+    other data that is no image stays as it is."""
+    pieces, spans, last, images = [], [], 0, 0
     for start, end, data, _ in sorted(_image_blocks(text, store.parse_block)):
         if start < last:
             continue
@@ -282,17 +284,29 @@ def _replace_images(text: bytes, store: ImageStore) -> tuple[bytes, list[tuple[i
             stored = store.put_base64(data.encode("ascii"))
         except UnicodeEncodeError:
             continue
-        if stored is None:
+        if stored is not None:
+            path, stored_mime = stored
+            block = json.dumps({"type": "image", "mimeType": stored_mime, "path": path}).encode()
+            images += 1
+        elif (decoded := _base64_text(data)) is not None:
+            block = json.dumps({"type": "text", "text": decoded}, ensure_ascii=False).encode()
+        else:
             continue
-        path, stored_mime = stored
-        block = json.dumps({"type": "image", "mimeType": stored_mime, "path": path}).encode()
         pieces += (text[last:start], block)
         spans.append((start, end))
         last = end
     if not spans:
         return text, [], 0
     pieces.append(text[last:])
-    return b"".join(pieces), spans, len(spans)
+    return b"".join(pieces), spans, images
+
+
+def _base64_text(data: str) -> str | None:
+    """The UTF-8 text `data` is the base64 of, or None."""
+    try:
+        return base64.b64decode(data, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
 
 
 def _may_hold_image(text: bytes) -> bool:
@@ -375,15 +389,17 @@ def _slim_jsonl(data: bytes, store: ImageStore) -> SlimResult:
     out: list[bytes] = []
     kept: list[int] = []
     images = dropped = 0
+    changed = False
     for number, line in enumerate(lines, start=1):
         if _is_stream_event(line):
             dropped += 1
             continue
-        line, _, moved = _slim_text(line, store)
+        slimmed_line, _, moved = _slim_text(line, store)
         images += moved
-        out.append(line)
+        changed = changed or slimmed_line is not line
+        out.append(slimmed_line)
         kept.append(number)
-    slimmed = b"\n".join(out) if (images or dropped) else data
+    slimmed = b"\n".join(out) if (changed or dropped) else data
     stats = SlimStats(images, len(data), len(slimmed), dropped)
     return SlimResult(slimmed, stats, kept if dropped else None)
 

@@ -30,10 +30,10 @@ def build_resources(text: Callable[[str], Any], number: Callable[[str], Any]) ->
     The code location passes `dg.EnvVar` (resolved when a run starts); the CLI and the
     planner pass plain look-ups in `os.environ`.
     """
-    warehouse = Warehouse(path=text("VAE_HOME"))
+    warehouse = Warehouse(path=text("VAE_HOME"), scratch_path=text("VAE_SCRATCH"))
     return {
         "runs_root": RunsRoot(path=text("VAE_RUNS_ROOT"), max_unpacked_bytes=number("VAE_MAX_UNPACKED_BYTES"),
-                              max_line_bytes=number("VAE_MAX_LINE_BYTES")),
+                              max_line_bytes=number("VAE_MAX_LINE_BYTES"), scratch_path=text("VAE_SCRATCH")),
         "project_meta": ProjectMeta(path=text("VAE_META_DIR"), rubric_version=text("VAE_RUBRIC_VERSION"),
                                     leaderboard_rounds=number("VAE_LEADERBOARD_ROUNDS"),
                                     leaderboard_seed=number("VAE_LEADERBOARD_SEED")),

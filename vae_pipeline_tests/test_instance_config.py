@@ -79,6 +79,7 @@ def test_embedded_instance_opens_with_the_queue_and_pools(tmp_path, monkeypatch)
         limits = {pool.name: pool.limit for pool in instance.event_log_storage.get_pool_limits()}
         assert limits["renders"] == 1
         assert limits["bundles"] == os.cpu_count()
+        assert limits["warehouse"] == 1  # the DuckDB roll-up: one writer
         # a limit an operator set stays
         instance.event_log_storage.set_concurrency_slots("renders", 3)
         ensure_pool_limits(instance)
@@ -98,12 +99,13 @@ def test_vae_instance_picks_a_variant_and_names_the_choices(tmp_path):
         instance_yaml("../dagster")
 
 
-def test_decoding_and_bundling_claim_their_pools():
+def test_decoding_bundling_and_the_duckdb_roll_up_claim_their_pools():
     # the ops of the job the builds, sensors, schedule and backfills run
     pools = {node.name: node.definition.pool for node in defs.resolve_job_def("refresh").nodes}
     assert pools["renders"] == "renders"
     assert pools["bundles"] == "bundles"
-    assert {name for name, pool in pools.items() if pool} == {"renders", "bundles"}
+    assert pools["episode_table"] == "warehouse"  # one DuckDB writer at a time
+    assert {name for name, pool in pools.items() if pool} == {"renders", "bundles", "episode_table"}
 
 
 def test_engine_is_in_process_unless_configured(monkeypatch):

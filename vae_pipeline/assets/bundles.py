@@ -14,12 +14,18 @@ from vae_pipeline.domain.bundle import build_bundle
 from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.scrub import ScrubConfig
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
-from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings, Warehouse
+from vae_pipeline.storage.resources import (
+    ProjectMeta,
+    RunsRoot,
+    ScrubSettings,
+    Warehouse,
+)
 from vae_pipeline.storage.versions import series_output
 
 FINDING = pl.Struct({"file": pl.String, "line": pl.Int64, "kind": pl.String, "value_sha256": pl.String,
                      "allowed": pl.Boolean})
-# slimmed images by content, shared by every build (an image is encoded once ever)
+# slimmed images by content, shared by every build on this machine (an image is encoded once
+# there); a cache, never read as the truth: on a bucket home each machine keeps its own
 IMAGE_CACHE_DIR = "image-cache"
 BUNDLES_SCHEMA = {
     "id": pl.String, "bundle_error": pl.String, "archive": pl.String, "archive_sha256": pl.String,
@@ -45,7 +51,7 @@ def bundle_episode(runs_root: RunsRoot, warehouse: Warehouse, row: dict, config:
              "redacted_keys": bundle.redacted_keys, "scrub": bundle.scrub, "slimmed": bundle.slimmed}
     findings = bundle.scrub["findings"]
     out.update(archive=f"episodes/{row['date']}/{row['id']}.tar.zst", archive_sha256=bundle.archive_sha256,
-               archive_size=bundle.archive_size, staged_archive=staged.relative_to(warehouse.root).as_posix(),
+               archive_size=bundle.archive_size, staged_archive=warehouse.publish(staged),
                redacted_keys=bundle.redacted_keys, findings=findings,
                blocking_findings=sum(1 for f in findings if not f["allowed"]),
                bundle_parts=json.dumps(parts, sort_keys=True))
@@ -84,6 +90,8 @@ def bundle_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, wareho
                   config: ScrubConfig, episodes: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
     """One series' archives, and what its materialization shows."""
     valid = episodes.filter(pl.col("valid")).to_dicts()
+    if valid:
+        runs_root.series_dir(valid[0]["series"])  # its files here (fetched when the runs root is a bucket)
     rows = []
     for number, row in enumerate(bundle_rows(runs_root, warehouse, valid, config, os.cpu_count() or 1), start=1):
         rows.append(row)

@@ -6,11 +6,16 @@ import polars as pl
 from vae_pipeline.assets.labels import label_history_view
 from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.files import files_version, write_if_changed
+from vae_pipeline.domain.files import files_version
+from vae_pipeline.domain.objects import write_if_changed
 from vae_pipeline.domain.rows import dataset_frame, load_withheld, publishable
 from vae_pipeline.storage.io_manager import parquet_bytes, series_tables
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, Warehouse
-from vae_pipeline.storage.versions import frame_version, outdated_stages, record_metadata
+from vae_pipeline.storage.versions import (
+    frame_version,
+    outdated_stages,
+    record_metadata,
+)
 
 WITHHELD = "withheld.jsonl"
 
@@ -75,7 +80,8 @@ def join_stages(episodes: pl.DataFrame, *stages: pl.DataFrame) -> pl.DataFrame:
 SERIES_STAGES = [dg.AssetKey(name) for name in ("renders", "verdicts", "labels", "bundles")]
 
 
-@dg.asset(code_version="episode_table-1", group_name="dataset", kinds={"duckdb", "parquet"})
+@dg.asset(code_version="episode_table-1", group_name="dataset", kinds={"duckdb", "parquet"},
+          pool="warehouse")  # vae_pipeline.engines.pools
 def episode_table(context: dg.AssetExecutionContext, warehouse: Warehouse, episodes: dict[str, pl.DataFrame],
                   renders: dict[str, pl.DataFrame], verdicts: dict[str, pl.DataFrame],
                   labels: dict[str, pl.DataFrame], bundles: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:

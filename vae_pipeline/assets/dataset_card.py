@@ -7,8 +7,8 @@ import polars as pl
 
 from vae_pipeline.assets.leaderboard import human_votes, pairwise_judgments
 from vae_pipeline.domain.card import render_card, stats_rows
-from vae_pipeline.domain.files import write_atomic
 from vae_pipeline.domain.leaderboard_view import leaderboard_section
+from vae_pipeline.domain.objects import put_bytes
 from vae_pipeline.storage.resources import DatasetFolder
 from vae_pipeline.storage.versions import content_version, record_metadata
 
@@ -27,7 +27,7 @@ def dataset_card(context: dg.AssetExecutionContext, dataset_folder: DatasetFolde
     board = leaderboard_section(leaderboard, judge_agreement, entrants)
     card = render_card(rows, refreshed_at=refreshed_at, rubric_version=rubric["version"][0], series=series,
                        leaderboard=board)
-    write_atomic(dataset_folder.root / "README.md", card.encode())
+    put_bytes(dataset_folder.root / "README.md", card.encode())
     stats = "\n".join(f"| {name} | {value} |" for name, value in stats_rows(rows))
     return dg.MaterializeResult(
         data_version=dg.DataVersion(content_version(stats, rubric["version"][0], series, board)),

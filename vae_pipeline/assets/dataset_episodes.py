@@ -1,34 +1,43 @@
 """`dataset_episodes`: the published episodes' files — videos, archives and manifests."""
 
 import json
-import os
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
+from upath import UPath
 
 from vae_pipeline.domain.episode_files import archive_digests
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.files import link_or_copy, sha256_file, write_if_changed
+from vae_pipeline.domain.objects import (
+    exists,
+    files_under,
+    put_file,
+    read_bytes,
+    remove,
+    same_file,
+    sha256_of,
+    size_of,
+    write_if_changed,
+)
 from vae_pipeline.domain.manifest import manifest_bytes
 from vae_pipeline.storage.resources import DatasetFolder, Warehouse
 from vae_pipeline.storage.versions import content_version, record_metadata
 
 
-def place(source: Path, target: Path) -> bool:
-    """Make `target` hold `source`'s bytes; False when it already does."""
-    if target.exists() and (os.path.samefile(source, target) or
-                            (target.stat().st_size == source.stat().st_size and sha256_file(target) == sha256_file(source))):
+def place(source: Path, target: UPath) -> bool:
+    """Make `target` hold the local file `source`'s bytes; False when it already does."""
+    if same_file(target, source):
         return False
-    link_or_copy(source, target)
+    put_file(target, source)
     return True
 
 
-def _remove_unlisted(folder: Path, keep: set[Path]) -> int:
+def _remove_unlisted(folder: UPath, keep: set[str]) -> int:
     removed = 0
-    for path in sorted(folder.rglob("*")) if folder.exists() else []:
-        if path.is_file() and path not in keep:
-            path.unlink()
+    for _, path in files_under(folder):
+        if path.path not in keep:
+            remove(path)
             removed += 1
     return removed
 
@@ -40,20 +49,19 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
     root = dataset_folder.root
     published = set(dataset_rows["id"].to_list())
     rows = episode_table.filter(pl.col("id").is_in(sorted(published))).to_dicts() if published else []
-    keep: set[Path] = set()
+    keep: set[str] = set()
     written = 0
     for row in rows:
         if row["video"] and row.get("staged_video"):
-            target = root / row["video"]
-            written += place(warehouse.root / row["staged_video"], target)
-            keep.add(target)
-        archive = root / row["archive"]
-        written += place(warehouse.root / row["staged_archive"], archive)
-        manifest = archive.with_name(f"{row['id']}.json")
-        written += write_if_changed(manifest, manifest_bytes(row, json.loads(row["bundle_parts"])))
-        keep |= {archive, manifest}
-    removed = _remove_unlisted(root / "videos", keep) + _remove_unlisted(root / "episodes", keep)
-    version = content_version(sorted(str(p.relative_to(root)) for p in keep),
+            written += place(warehouse.fetch(row["staged_video"]), root / row["video"])
+            keep.add(row["video"])
+        written += place(warehouse.fetch(row["staged_archive"]), root / row["archive"])
+        manifest = f"{row['archive'].rsplit('/', 1)[0]}/{row['id']}.json"
+        written += write_if_changed(root / manifest, manifest_bytes(row, json.loads(row["bundle_parts"])))
+        keep |= {row["archive"], manifest}
+    removed = (_remove_unlisted(root / "videos", {(root / name).path for name in keep})
+               + _remove_unlisted(root / "episodes", {(root / name).path for name in keep}))
+    version = content_version(sorted(keep),
                               [(r["id"], r["archive_sha256"], r["label"], r["rehosted_at"]) for r in rows])
     return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
         "episodes": len(rows), "files_written": written, "files_removed": removed,
@@ -67,24 +75,25 @@ def published_rows(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -
     return episode_table.filter(pl.col("id").is_in(sorted(ids))).to_dicts() if ids else []
 
 
-def _jsonl_rows(root: Path) -> list[dict]:
+def _jsonl_rows(root: UPath) -> list[dict]:
     path = root / "episodes.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return [json.loads(line) for line in read_bytes(path).decode().splitlines() if line.strip()] \
+        if exists(path) else []
 
 
-def video_in_place(root: Path, row: dict) -> bool:
+def video_in_place(root: UPath, row: dict) -> bool:
     path = root / row["video"]
-    return path.is_file() and path.stat().st_size == row["video_size"] and sha256_file(path) == row["video_sha256"]
+    return exists(path) and size_of(path) == row["video_size"] and sha256_of(path) == row["video_sha256"]
 
 
-def archive_problems(root: Path, row: dict) -> list[str]:
+def archive_problems(root: UPath, row: dict) -> list[str]:
     """The archive's sha256 against its manifest, and every member's size and sha256."""
     archive = root / row["archive"]
     manifest_path = archive.with_name(f"{row['id']}.json")
-    if not archive.is_file() or not manifest_path.is_file():
+    if not exists(archive) or not exists(manifest_path):
         return [f"{row['id']}: archive or manifest missing"]
-    manifest = json.loads(manifest_path.read_text())
-    if sha256_file(archive) != manifest["archive_sha256"]:
+    manifest = json.loads(read_bytes(manifest_path))
+    if sha256_of(archive) != manifest["archive_sha256"]:
         return [f"{row['archive']}: sha256 differs from its manifest"]
     listed = {f["path"]: (f["size"], f["sha256"]) for f in manifest["files"]}
     try:
@@ -95,7 +104,7 @@ def archive_problems(root: Path, row: dict) -> list[str]:
             for path in sorted(set(listed) | set(found)) if listed.get(path) != found.get(path)]
 
 
-def rows_vs_archives(root: Path) -> list[str]:
+def rows_vs_archives(root: UPath) -> list[str]:
     """Every row of episodes.jsonl has its archive and manifest with the row's sha256, and no
     archive lacks a row."""
     problems = []
@@ -106,10 +115,9 @@ def rows_vs_archives(root: Path) -> list[str]:
             continue
         listed[row["archive"]] = row
         manifest = (root / row["archive"]).with_name(f"{row['id']}.json")
-        if not manifest.is_file() or json.loads(manifest.read_text())["archive_sha256"] != row["archive_sha256"]:
+        if not exists(manifest) or json.loads(read_bytes(manifest))["archive_sha256"] != row["archive_sha256"]:
             problems.append(f"{row['id']}: archive_sha256 in episodes.jsonl differs from the manifest")
-    on_disk = {p.relative_to(root).as_posix() for p in (root / "episodes").rglob("*.tar.zst")} \
-        if (root / "episodes").exists() else set()
+    on_disk = {f"episodes/{name}" for name, _ in files_under(root / "episodes") if name.endswith(".tar.zst")}
     problems += [f"{path}: archive without a row" for path in sorted(on_disk - set(listed))]
     problems += [f"{path}: row without an archive" for path in sorted(set(listed) - on_disk)]
     return problems

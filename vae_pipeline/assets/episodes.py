@@ -13,7 +13,6 @@ from vae_pipeline.domain.provenance import series_facts
 from vae_pipeline.domain.series import (
     episode_entries,
     read_series_json,
-    series_fingerprint,
 )
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings
@@ -88,7 +87,7 @@ def _fitting(row: dict) -> dict:
 def episodes_source(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings,
                     series_id: str) -> str:
     """The version of what `episodes` reads: the series' files, the brief schema, the scrub's settings."""
-    return content_version(series_fingerprint(runs_root.series_dir(series_id)),
+    return content_version(runs_root.fingerprint(series_id),
                            files_version([project_meta.root / "brief.schema.json"]),
                            replacements_source(scrub_settings))
 

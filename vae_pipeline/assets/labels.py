@@ -10,19 +10,18 @@ import json
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
-
 import dagster as dg
 import polars as pl
+from upath import UPath
 
 from vae_pipeline.assets.meta import rubric_file
 from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.assets.verdicts import answer_of
 from vae_pipeline.domain.errors import unforeseen
-from vae_pipeline.domain.files import create_new
+from vae_pipeline.domain.objects import exists, is_local, put_new, refreshed
 from vae_pipeline.domain.host import carry_history, host_verdict
 from vae_pipeline.domain.rubric import AXES, RubricError, load_rubric
-from vae_pipeline.storage.io_manager import other_series_tables, parquet_bytes
+from vae_pipeline.storage.io_manager import other_series_tables, parquet_bytes, read_table
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import ProjectMeta, Warehouse
 from vae_pipeline.storage.versions import series_output
@@ -91,17 +90,18 @@ STATE_SCHEMA = {
 }  # fmt: skip
 
 
-def state_dir(warehouse: Warehouse, series: str) -> Path:
-    return warehouse.root / LABEL_STATE / series
+def state_dir(warehouse: Warehouse, series: str) -> UPath:
+    return warehouse.home / LABEL_STATE / series
 
 
 def latest_state(warehouse: Warehouse, series: str) -> tuple[int, dict[str, dict]]:
     """The series' last label generation: its number (0: none yet) and each episode's
     {label, rehosted_at, previous_final_label}."""
-    files = sorted(state_dir(warehouse, series).glob("*.parquet"))
+    folder = state_dir(warehouse, series)
+    files = sorted(refreshed(folder).glob("*.parquet"), key=lambda path: path.name) if exists(folder) else []
     if not files:
         return 0, {}
-    rows = pl.read_parquet(files[-1]).iter_rows(named=True)
+    rows = read_table(files[-1]).iter_rows(named=True)
     return int(files[-1].stem), {r["id"]: {k: r[k] for k in ("label", "rehosted_at", "previous_final_label")}
                                  for r in rows}
 
@@ -114,7 +114,7 @@ def record_labels(warehouse: Warehouse, series: str, compute: Callable[[dict[str
     Each generation is a Parquet file `label_state/<series>/<n>.parquet`, never rewritten: every
     episode's latest label, with the rows whose label changed flagged (`label_history` is those
     rows, read by DuckDB). A file is created only if no other writer created generation n first
-    (`create_new`); the loser reads the winner's generation and computes again, so two processes
+    (`put_new`: a hard link on disk, `If-None-Match: *` on a bucket); the loser reads the winner's generation and computes again, so two processes
     labelling the same series at once never record a change twice nor lose one."""
     while True:
         generation, previous = latest_state(warehouse, series)
@@ -130,17 +130,19 @@ def record_labels(warehouse: Warehouse, series: str, compute: Callable[[dict[str
         state = pl.DataFrame(rows, schema=STATE_SCHEMA)
         changes = [(r["old_label"], r["label"]) for r in rows if r["changed"]]
         unchanged = {r["id"]: {k: r[k] for k in ("label", "rehosted_at", "previous_final_label")} for r in rows} == previous
-        if unchanged or create_new(state_dir(warehouse, series) / f"{generation + 1:08d}.parquet", parquet_bytes(state)):
+        if unchanged or put_new(state_dir(warehouse, series) / f"{generation + 1:08d}.parquet", parquet_bytes(state)):
             return frame, changes
 
 
 def label_history_view(warehouse: Warehouse) -> str | None:
     """DuckDB SQL for the history of every label change (every generation's changed rows), or
-    None before the first label. The files are named relative to VAE_HOME (`Warehouse.connect`
-    resolves them there), so a moved or copied home reads its own."""
-    if not any((warehouse.root / LABEL_STATE).glob("*/*.parquet")):
+    None before the first label. On disk the files are named relative to VAE_HOME
+    (`Warehouse.connect` resolves them there), so a moved or copied home reads its own; on a
+    bucket they are its objects, read through the registered s3fs file system."""
+    folder = warehouse.home / LABEL_STATE
+    if not exists(folder) or not any(refreshed(folder).glob("*/*.parquet")):
         return None
-    pattern = f"{LABEL_STATE}/*/*.parquet"
+    pattern = f"{LABEL_STATE}/*/*.parquet" if is_local(folder) else f"{folder}/*/*.parquet"
     return ("SELECT series, id, old_label, label AS new_label, host_rubric_version, changed_at "
             f"FROM read_parquet('{pattern}') WHERE changed")
 

@@ -13,9 +13,13 @@ import polars as pl
 
 from vae_pipeline.assets.dataset import join_stages, read_withheld, withheld_source
 from vae_pipeline.assets.metadata import markdown_table
-from vae_pipeline.domain.dataset_files import AGREEMENT_PARQUET, LEADERBOARD_CHART, LEADERBOARD_PARQUET
+from vae_pipeline.domain.dataset_files import (
+    AGREEMENT_PARQUET,
+    LEADERBOARD_CHART,
+    LEADERBOARD_PARQUET,
+)
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.files import files_version, write_if_changed
+from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.leaderboard import (
     EVALUATION,
     OVERALL,
@@ -36,12 +40,17 @@ from vae_pipeline.domain.leaderboard import (
     leaderboard as leaderboard_table,
 )
 from vae_pipeline.domain.leaderboard_view import axis_table, leaderboard_chart, rows_of
+from vae_pipeline.domain.objects import write_if_changed
 from vae_pipeline.domain.rows import publishable
 from vae_pipeline.domain.rubric import AXES as SCORE_AXES
-from vae_pipeline.domain.series import COMPARISONS_DIR, discover_series, series_fingerprint
+from vae_pipeline.domain.series import COMPARISONS_DIR, discover_series
 from vae_pipeline.storage.io_manager import parquet_bytes, series_tables
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, RunsRoot
-from vae_pipeline.storage.versions import content_version, frame_version, record_metadata
+from vae_pipeline.storage.versions import (
+    content_version,
+    frame_version,
+    record_metadata,
+)
 
 HUMAN_DIR = "human"
 
@@ -125,19 +134,18 @@ def entrant_map(frame: pl.DataFrame) -> dict[str, Entrant]:
 
 def comparison_files(runs_root: RunsRoot, human: bool) -> list[tuple[str, str]]:
     """(name under comparisons/, text) of the judge's batches or of the human votes, sorted."""
-    folder = runs_root.root / COMPARISONS_DIR / (HUMAN_DIR if human else "")
+    folder = runs_root.mirror.sync(COMPARISONS_DIR) / (HUMAN_DIR if human else "")
     paths = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
     prefix = f"{HUMAN_DIR}/" if human else ""
     return [(prefix + path.name, path.read_text(encoding="utf-8", errors="replace")) for path in paths]
 
 
 def comparisons_source(runs_root: RunsRoot, human: bool) -> str:
-    """Names, sizes and mtimes of the batches (or of the human votes)."""
-    folder = runs_root.root / COMPARISONS_DIR / (HUMAN_DIR if human else "")
-    if not folder.is_dir():
+    """Names, sizes and mtimes (ETags on a bucket) of the batches (or of the human votes)."""
+    folder = f"{COMPARISONS_DIR}/{HUMAN_DIR}" if human else COMPARISONS_DIR
+    if not runs_root.holds_folder(folder):
         return "absent"
-    return content_version(series_fingerprint(folder) if human else
-                           [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.jsonl"))])
+    return content_version(runs_root.fingerprint(folder, top_jsonl=not human))
 
 
 def _with_bad_lines(valid: pl.DataFrame, bad: list) -> pl.DataFrame:

@@ -9,8 +9,9 @@ import polars as pl
 
 from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.files import files_version, write_atomic
+from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.json_schema import SchemaValidator
+from vae_pipeline.domain.objects import files_under, remove, write_if_changed
 from vae_pipeline.domain.rubric import (
     ARCHIVE_DIR,
     RubricError,
@@ -19,7 +20,11 @@ from vae_pipeline.domain.rubric import (
 )
 from vae_pipeline.domain.strict_json import loads
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, meta_problem
-from vae_pipeline.storage.versions import content_version, frame_version, record_metadata
+from vae_pipeline.storage.versions import (
+    content_version,
+    frame_version,
+    record_metadata,
+)
 
 PUBLISHED_META = ("brief.schema.json", "actor-prompt.md")
 
@@ -131,15 +136,11 @@ def dataset_meta(context: dg.AssetExecutionContext, project_meta: ProjectMeta,
     """The dataset's `meta/`: brief banks, brief schema, rubric in force, rubric archive, actor prompt."""
     wanted = published_meta_files(project_meta.root, rubric_file(project_meta))
     version = dataset_meta_source(project_meta)
-    target = dataset_folder.root / "meta"
-    for stale in sorted(target.rglob("*")) if target.exists() else []:
-        if stale.is_file() and stale.relative_to(dataset_folder.root).as_posix() not in wanted:
-            stale.unlink()
+    for name, stale in files_under(dataset_folder.root / "meta"):
+        if f"meta/{name}" not in wanted:
+            remove(stale)
     for dest, src in wanted.items():
-        data = src.read_bytes()
-        out = dataset_folder.root / dest
-        if not out.exists() or out.read_bytes() != data:
-            write_atomic(out, data)
+        write_if_changed(dataset_folder.root / dest, src.read_bytes())
     return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
         "files": dg.MetadataValue.json(sorted(wanted)),
         **record_metadata(context, version),

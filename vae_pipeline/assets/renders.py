@@ -14,11 +14,12 @@ from vae_pipeline.assets.meta import rubric_file
 from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.files import link_or_copy, sha256_file, write_atomic
+from vae_pipeline.domain.objects import exists
 from vae_pipeline.domain.renders import VIDEO, RenderJob, iter_renders
 from vae_pipeline.domain.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.rubric import load_rubric
 from vae_pipeline.domain.sampler import sample_times
-from vae_pipeline.storage.io_manager import other_series_tables, table_path
+from vae_pipeline.storage.io_manager import other_series_tables, read_table
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, Warehouse
 from vae_pipeline.storage.versions import content_version, series_output
@@ -35,15 +36,16 @@ RENDERS_CODE_VERSION = "renders-3"
 CONTACT_SHEETS_SHOWN = 3
 
 
-def stage_video(runs_root: RunsRoot, row: dict, staged: Path) -> Path:
+def stage_video(runs_root: RunsRoot, warehouse: Warehouse, row: dict, staged: Path) -> Path:
     """Put the episode's out.mp4 at `staged`, byte-identical: a hard link (or copy) for a run
-    folder, the member's bytes for an archive. The runs root is never written."""
+    folder, the member's bytes for an archive; then in the home. The runs root is never written."""
     entry = runs_root.episode_entry(row)
     if entry.is_archive:
         files = runs_root.read_files(row, lambda name: name == "out.mp4")
         write_atomic(staged, files.data["out.mp4"])
     else:
         link_or_copy(entry.path / "out.mp4", staged)
+    warehouse.publish(staged)
     return staged
 
 
@@ -61,16 +63,16 @@ def _thumbnail_markdown(episode_id: str, sheet: Path) -> str:
 
 def previous_analyses(warehouse: Warehouse, series: str) -> dict[str, dict]:
     """This series' rows from the last materialization, to reuse for videos that did not change."""
-    path = table_path(warehouse, dg.AssetKey("renders"), series)
-    if not path.exists():
+    path = warehouse.table(dg.AssetKey("renders"), series)
+    if not exists(path):
         return {}
-    frame = pl.read_parquet(path)
+    frame = read_table(path)
     return {row["id"]: row for row in frame.iter_rows(named=True)} if "analysis_key" in frame.columns else {}
 
 
 def _reusable(old: dict | None, key: str, warehouse: Warehouse) -> bool:
     return (old is not None and old["analysis_key"] == key
-            and (old["contact_sheet"] is None or (warehouse.root / old["contact_sheet"]).exists()))
+            and (old["contact_sheet"] is None or exists(warehouse.home / old["contact_sheet"])))
 
 
 @dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version=RENDERS_CODE_VERSION,
@@ -116,6 +118,7 @@ def render_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, wareho
                   series: str, episodes: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
     """One series' facts, and what its materialization shows."""
     delivered = episodes.filter(pl.col("valid") & pl.col("delivered")).to_dicts()
+    runs_root.series_dir(series)  # its files here (fetched when the runs root is a bucket)
     frames_root = warehouse.root / "frames" / series
     videos_root = warehouse.root / "videos" / series
     previous = previous_analyses(warehouse, series)
@@ -123,7 +126,7 @@ def render_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, wareho
     for row in delivered:
         try:
             with reading(VIDEO):
-                staged = stage_video(runs_root, row, videos_root / f"{row['id']}.mp4")
+                staged = stage_video(runs_root, warehouse, row, videos_root / f"{row['id']}.mp4")
                 sha = sha256_file(staged)
                 key = content_version(RENDERS_CODE_VERSION, sampler_settings, row["brief"], sha)
                 sample = _sampler(json.loads(row["brief"]), sampler_settings.frames, sampler_settings.min_gap_s)
@@ -143,6 +146,7 @@ def render_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, wareho
         facts, sheet = rendered.facts, rendered.contact_sheet
         if sheet and len(shown) < CONTACT_SHEETS_SHOWN:
             shown.append(_thumbnail_markdown(row["id"], sheet))
+        frames_name = warehouse.mirror.publish_folder(sheet.parent, key[:16]) if sheet else None
         rows.append({
             "id": row["id"], "video_ok": facts["video_ok"], "video_duration_s": facts["video_duration_s"],
             "fps": facts["fps"], "width": facts["width"], "height": facts["height"],
@@ -152,7 +156,7 @@ def render_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, wareho
             "judge_frames": [{"t_s": f["t_s"], "reason": f["reason"]} for f in rendered.frames] or None,
             "video_size": staged.stat().st_size, "video_sha256": sha,
             "staged_video": staged.relative_to(warehouse.root).as_posix(),
-            "contact_sheet": sheet.relative_to(warehouse.root).as_posix() if sheet else None,
+            "contact_sheet": f"{frames_name}/{sheet.name}" if sheet else None,
             "analysis_key": None if rendered.error else key,  # a crash is tried again next time
             "render_error": rendered.error,
         })

@@ -20,6 +20,7 @@ from vae_pipeline.domain.dataset_files import (
 )
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
+from vae_pipeline.domain.objects import exists
 from vae_pipeline.domain.review_site import (
     SITE_DIR,
     CheckResult,
@@ -31,6 +32,7 @@ from vae_pipeline.domain.review_site import (
 from vae_pipeline.domain.rows import load_withheld
 from vae_pipeline.domain.rubric import load_rubric
 from vae_pipeline.storage.checks import check_outcomes
+from vae_pipeline.storage.io_manager import read_table
 from vae_pipeline.storage.resources import (
     DatasetFolder,
     ProjectMeta,
@@ -83,11 +85,22 @@ def label_history(warehouse: Warehouse) -> dict[str, list[dict]]:
 def read_leaderboard(dataset_folder: DatasetFolder) -> Leaderboard | None:
     root = dataset_folder.root
     chart, ratings, agreement = (root / name for name in LEADERBOARD_FILES)
-    if not (chart.exists() or ratings.exists()):
+    if not (exists(chart) or exists(ratings)):
         return None
-    return Leaderboard(chart=chart if chart.exists() else None,
-                       ratings=pl.read_parquet(ratings).to_dicts() if ratings.exists() else [],
-                       agreement=pl.read_parquet(agreement).to_dicts() if agreement.exists() else [])
+    return Leaderboard(chart=chart if exists(chart) else None,
+                       ratings=read_table(ratings).to_dicts() if exists(ratings) else [],
+                       agreement=read_table(agreement).to_dicts() if exists(agreement) else [])
+
+
+def fetch_linked_files(warehouse: Warehouse, rows: list[dict]) -> None:
+    """Every staged video, frame folder and archive the pages show or read, here (fetched from the
+    home when it is a bucket)."""
+    for row in rows:
+        for name in ("staged_video", "staged_archive"):
+            if row.get(name):
+                warehouse.fetch(row[name])
+        if row.get("contact_sheet"):
+            warehouse.mirror.sync(row["contact_sheet"].rsplit("/", 1)[0])
 
 
 @dg.asset(code_version="review_site-1", group_name="review", kinds={"html"},
@@ -106,7 +119,9 @@ def review_site(context: dg.AssetExecutionContext, project_meta: ProjectMeta, wa
         withheld=withheld, checks=latest_checks(context.instance), history=label_history(warehouse),
         rubric=load_rubric(project_meta.root / rubric["file"][0]), leaderboard=read_leaderboard(dataset_folder),
         scrub=scrub_config(scrub_settings))
+    fetch_linked_files(warehouse, inputs.rows)
     report = render_site(inputs, warehouse.root, site_root(warehouse))
+    warehouse.mirror.publish_tree(site_root(warehouse))
     failing = [c.name for c in inputs.checks if c.passed is False]
     return dg.MaterializeResult(
         data_version=dg.DataVersion(content_version(report.index.read_bytes())),

@@ -40,8 +40,8 @@ def parser() -> argparse.ArgumentParser:
     sample.set_defaults(func=cmd_sample)
 
     build_cmd = sub.add_parser("build", help="materialize every stale or missing asset")
-    build_cmd.add_argument("--runs", required=True, type=Path)
-    build_cmd.add_argument("--out", required=True, type=Path)
+    build_cmd.add_argument("--runs", required=True, help="a folder or s3://bucket/prefix")
+    build_cmd.add_argument("--out", required=True, help="a folder or s3://bucket/prefix")
     build_cmd.add_argument("--summary", type=Path)
     build_cmd.add_argument("--rubric-version", help="host rubric in force (default: newest in meta/)")
     build_cmd.set_defaults(func=cmd_build)
@@ -51,8 +51,8 @@ def parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     ui = sub.add_parser("ui", help="open the Dagster UI on the same instance and settings")
-    ui.add_argument("--runs", required=True, type=Path)
-    ui.add_argument("--out", required=True, type=Path)
+    ui.add_argument("--runs", required=True, help="a folder or s3://bucket/prefix")
+    ui.add_argument("--out", required=True, help="a folder or s3://bucket/prefix")
     ui.add_argument("--rubric-version")
     ui.add_argument("--port", type=int, default=3000)
     ui.add_argument("--host", default="127.0.0.1", help="address the webserver listens on")
@@ -64,16 +64,16 @@ def parser() -> argparse.ArgumentParser:
     review.set_defaults(func=cmd_review)
 
     worker = sub.add_parser("worker", help="start a Celery worker for runs on the Celery engine (VAE_EXECUTOR=celery)")
-    worker.add_argument("--runs", required=True, type=Path)
-    worker.add_argument("--out", required=True, type=Path)
+    worker.add_argument("--runs", required=True, help="a folder or s3://bucket/prefix")
+    worker.add_argument("--out", required=True, help="a folder or s3://bucket/prefix")
     worker.add_argument("--name", default=f"vae-{os.getpid()}", help="worker name (before @host)")
     worker.add_argument("--concurrency", type=int, help="steps at once (default: the number of cores)")
     worker.set_defaults(func=cmd_worker)
 
     pub = sub.add_parser("publish", help="check, then publish the dataset folder to the Hub (dry run by default)")
-    pub.add_argument("--dataset", required=True, type=Path)
+    pub.add_argument("--dataset", required=True, help="a folder or s3://bucket/prefix")
     pub.add_argument("--repo", required=True, help="ORG/NAME of the dataset repository")
-    pub.add_argument("--runs", type=Path, help="the runs root, to name its folders that are no series "
+    pub.add_argument("--runs", help="the runs root (a folder or s3://bucket/prefix), to name its folders that are no series "
                      "(default: $VAE_RUNS_ROOT)")
     pub.add_argument("--yes", action="store_true", help="really publish (one commit)")
     pub.add_argument("--pr", action="store_true", help="open a pull request instead of committing to main")

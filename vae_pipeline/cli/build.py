@@ -12,6 +12,7 @@ from pathlib import Path
 import dagster as dg
 
 from vae_pipeline.assets.meta import check_meta_folder
+from vae_pipeline.domain.objects import absolute
 from vae_pipeline.automation.planner import next_runs, stale, sync_series
 from vae_pipeline.cli.common import CliError, episode_table_rows, paths_of, run_error, say, settings, writing
 from vae_pipeline.cli.launch import run_job
@@ -48,7 +49,7 @@ def _build(instance: dg.DagsterInstance, env: dict[str, str], max_rounds: int, l
         check_meta_folder(project_meta)
     except dg.Failure as exc:
         raise CliError(exc.description) from None
-    resources["warehouse"].record_build(runs_root.root, Path(env["VAE_DATASET_DIR"]))
+    resources["warehouse"].record_build(env["VAE_RUNS_ROOT"], env["VAE_DATASET_DIR"])
     changes = sync_series(instance, runs_root)
     for skipped in changes.skipped:
         say(f"skipped folder {skipped.name}: {skipped.reason}")
@@ -115,7 +116,7 @@ def check_results(instance: dg.DagsterInstance, defs: dg.Definitions) -> list[di
 
 def cmd_build(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    summary = build(Path(args.runs), Path(args.out), rubric_version=args.rubric_version,
+    summary = build(args.runs, args.out, rubric_version=args.rubric_version,
                     log_level="DEBUG" if args.debug else "CRITICAL")
     if args.summary:
         Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n")
@@ -131,7 +132,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             say(f"check failed: {check['asset']}.{check['check']}: {check['description']}")
         elif check["passed"] is None:
             say(f"check {check['status']}: {check['asset']}.{check['check']}")
-    say(f"dataset: {Path(args.out).resolve()} ({time.monotonic() - started:.1f} s)")
+    say(f"dataset: {absolute(args.out)} ({time.monotonic() - started:.1f} s)")
     return 1 if failed else 0
 
 

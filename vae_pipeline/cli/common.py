@@ -11,6 +11,7 @@ from pathlib import Path
 import dagster as dg
 
 from vae_pipeline.domain.files import sweep_temp_files
+from vae_pipeline.domain.objects import absolute, is_local, location, machine_folder
 from vae_pipeline.domain.line_scrub import scrub_line
 from vae_pipeline.domain.scrub import ScrubConfig, parse_user_names
 from vae_pipeline.engines.instance import open_instance, postgres_url, writer_lock
@@ -46,11 +47,14 @@ def settings(**values: str | None) -> Iterator[dict[str, str]]:
         os.environ.update(saved)
 
 
-def paths_of(runs: Path, out: Path) -> dict[str, str]:
-    if not runs.is_dir():
+def paths_of(runs: str | Path, out: str | Path) -> dict[str, str]:
+    """The runs root and dataset folder settings (folders or `s3://bucket/prefix`), checked."""
+    runs_at, out_at = location(absolute(str(runs))), location(absolute(str(out)))
+    if not runs_at.is_dir():
         raise CliError(f"runs root {runs} is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    return {"VAE_RUNS_ROOT": str(runs.resolve()), "VAE_DATASET_DIR": str(out.resolve())}
+    if is_local(out_at):
+        out_at.mkdir(parents=True, exist_ok=True)
+    return {"VAE_RUNS_ROOT": str(runs_at), "VAE_DATASET_DIR": str(out_at)}
 
 
 def run_error(result: dg.ExecuteInProcessResult) -> str:
@@ -85,7 +89,10 @@ def recovered_instance(env: dict[str, str], *, holds_writer_lock: bool = False) 
         say(f"recovered: run {run} marked failed")
     if done.freed_runs:
         say(f"recovered: pool slots of {len(done.freed_runs)} finished run(s) freed")
-    folders = {Path(env["VAE_HOME"])} | ({Path(env["VAE_DATASET_DIR"])} if env.get("VAE_DATASET_DIR") else set())
+    # on disk: the home and the dataset folder; for a bucket, this machine's copy of it (a PUT
+    # leaves no temp object behind)
+    folders = {machine_folder(url, env.get("VAE_SCRATCH", "")) for url in (env["VAE_HOME"], env.get("VAE_DATASET_DIR"))
+               if url}
     swept = [path for folder in sorted(folders) if folder.is_dir() for path in sweep_temp_files(folder)]
     if swept:
         say(f"recovered: {len(swept)} temp file(s) of killed writes removed")

@@ -11,20 +11,23 @@ import dagster as dg
 from vae_pipeline.assets.hub_release import left_out, refusal_text
 from vae_pipeline.cli.common import CliError, episode_table_rows, run_error, say, settings, writing
 from vae_pipeline.definitions import defs, resources_from_environ
+from vae_pipeline.domain.objects import absolute, location
 from vae_pipeline.engines.recovery import process_tags
 
 
-def publish(dataset: Path, repo: str, *, runs: Path | None = None, yes: bool = False, pr: bool = False,
+def publish(dataset: str | Path, repo: str, *, runs: str | Path | None = None, yes: bool = False, pr: bool = False,
             log_level: str = "CRITICAL") -> tuple[bool, str]:
-    """Run the `publish` job (blocking checks, then hub_release); (published or planned, text)."""
-    if not dataset.is_dir():
+    """Run the `publish` job (blocking checks, then hub_release); (published or planned, text).
+    `dataset` (and `runs`) is a folder or an `s3://bucket/prefix`."""
+    dataset_url = absolute(str(dataset))
+    if not location(dataset_url).is_dir():
         raise CliError(f"dataset folder {dataset} does not exist; run `vae build` first")
     # the runs root is only read to name its folders that are no series: --runs, else the one
     # the dataset was built from (recorded by `vae build` / `vae ui`), else $VAE_RUNS_ROOT
-    with settings(VAE_DATASET_DIR=str(dataset.resolve()), VAE_HUB_REPO=repo) as env:
-        built_from = resources_from_environ(env)["warehouse"].runs_root_of(dataset)
-    runs_root = str(runs.resolve()) if runs else built_from or os.environ.get("VAE_RUNS_ROOT", "")
-    with settings(VAE_DATASET_DIR=str(dataset.resolve()), VAE_HUB_REPO=repo, VAE_RUNS_ROOT=runs_root) as env, \
+    with settings(VAE_DATASET_DIR=dataset_url, VAE_HUB_REPO=repo) as env:
+        built_from = resources_from_environ(env)["warehouse"].runs_root_of(dataset_url)
+    runs_root = absolute(str(runs)) if runs else built_from or os.environ.get("VAE_RUNS_ROOT", "")
+    with settings(VAE_DATASET_DIR=dataset_url, VAE_HUB_REPO=repo, VAE_RUNS_ROOT=runs_root) as env, \
             writing(env) as instance:
         result = defs.resolve_job_def("publish").execute_in_process(
             instance=instance, raise_on_error=False, tags=process_tags(writer=True),
@@ -58,7 +61,7 @@ def _failure_description(result: dg.ExecuteInProcessResult) -> str:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    ok, text = publish(Path(args.dataset), args.repo, runs=args.runs, yes=args.yes, pr=args.pr,
+    ok, text = publish(args.dataset, args.repo, runs=args.runs, yes=args.yes, pr=args.pr,
                        log_level="DEBUG" if args.debug else "CRITICAL")
     say(text)
     if ok and not args.yes:

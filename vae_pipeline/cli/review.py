@@ -9,11 +9,16 @@ from vae_pipeline.cli.common import CliError, recovered_instance, say
 from vae_pipeline.domain.review_site import SITE_DIR
 from vae_pipeline.engines.settings import apply_defaults
 from vae_pipeline.review.server import review_server
+from vae_pipeline.storage.resources import Warehouse
 
 
 def review_index(env: dict[str, str]) -> Path:
-    """The review site's index under VAE_HOME (written by the `review_site` asset)."""
-    index = Path(env["VAE_HOME"]).resolve() / SITE_DIR / "index.html"
+    """The review site's index under VAE_HOME (written by the `review_site` asset); on a bucket
+    home, in this machine's copy, with the videos and frames its pages show."""
+    mirror = Warehouse(path=env["VAE_HOME"], scratch_path=env.get("VAE_SCRATCH", "")).mirror
+    for folder in (SITE_DIR, "videos", "frames"):
+        mirror.sync(folder)
+    index = mirror.local / SITE_DIR / "index.html"
     if not index.exists():
         raise CliError(f"no review site in {index.parent}; run `vae build` first")
     return index
@@ -26,7 +31,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     if not args.serve:
         say(index.as_uri())
         return 0
-    server = review_server(Path(env["VAE_HOME"]), args.port)
+    server = review_server(index.parent.parent, args.port)
     say(f"http://127.0.0.1:{server.server_port}/{SITE_DIR}/index.html (Ctrl-C stops)")
     try:
         server.serve_forever()

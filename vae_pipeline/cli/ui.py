@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from vae_pipeline.cli.common import paths_of, recovered_instance, say
 from vae_pipeline.definitions import resources_from_environ
@@ -14,12 +13,12 @@ from vae_pipeline.engines.settings import apply_defaults
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    os.environ.update(paths_of(Path(args.runs), Path(args.out)))  # for the process exec'd below
+    os.environ.update(paths_of(args.runs, args.out))  # for the process exec'd below
     if args.rubric_version:
         os.environ["VAE_RUBRIC_VERSION"] = args.rubric_version
     env = apply_defaults()
     # what the UI builds, `vae publish` then knows the runs root of
-    resources_from_environ(env)["warehouse"].record_build(Path(env["VAE_RUNS_ROOT"]), Path(env["VAE_DATASET_DIR"]))
+    resources_from_environ(env)["warehouse"].record_build(env["VAE_RUNS_ROOT"], env["VAE_DATASET_DIR"])
     # the instance is created (and reconciled) here, before the webserver, the daemon and the code
     # server each open it: never by several processes at once
     recovered_instance(env).dispose()

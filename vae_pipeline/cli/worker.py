@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from vae_pipeline.cli.common import paths_of, recovered_instance, say
 from vae_pipeline.engines.settings import apply_defaults
@@ -14,7 +13,7 @@ from vae_pipeline.engines.settings import apply_defaults
 def cmd_worker(args: argparse.Namespace) -> int:
     """A Celery worker for the steps of runs on the Celery engine, started as
     `dagster-celery worker start` starts one, with the interpreter running `vae`."""
-    os.environ.update(paths_of(Path(args.runs), Path(args.out)))  # the steps' settings, for the worker exec'd below
+    os.environ.update(paths_of(args.runs, args.out))  # the steps' settings, for the worker exec'd below
     recovered_instance(apply_defaults()).dispose()
     command = [sys.executable, "-m", "celery", "-A", "vae_pipeline.cli.celery_app", "worker",
                "--prefetch-multiplier=1", "--loglevel", "DEBUG" if args.debug else "INFO", "-Q", "dagster",

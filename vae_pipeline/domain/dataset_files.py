@@ -9,12 +9,15 @@ published row names (its video, its archive and the manifest beside it), and the
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import polars as pl
+from upath import UPath
+
+from vae_pipeline.domain.objects import listing, read_bytes
 
 ROWS_JSONL = "episodes.jsonl"
 ROWS_PARQUET = "data/episodes.parquet"
@@ -57,39 +60,39 @@ def row_files(row: dict) -> list[str]:
     return files
 
 
-def read_jsonl_rows(dataset_dir: Path) -> list[dict]:
-    path = Path(dataset_dir) / ROWS_JSONL
+def read_jsonl_rows(dataset_dir: UPath) -> list[dict]:
+    path = dataset_dir / ROWS_JSONL
     try:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [json.loads(line) for line in read_bytes(path).decode("utf-8").splitlines() if line.strip()]
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DatasetFolderError(f"{ROWS_JSONL}: cannot be read ({type(exc).__name__})") from None
 
 
-def produced_files(dataset_dir: Path, meta_files: Iterable[str]) -> set[str]:
+def produced_files(dataset_dir: UPath, meta_files: Iterable[str]) -> set[str]:
     """Every path (relative, posix) of the dataset folder the pipeline produced and publishes.
 
     Raises DatasetFolderError when one of them is missing: the folder is not a finished build,
     and planning without it would delete the file from the Hub.
     """
-    root = Path(dataset_dir)
-    ours = {f.path for f in PRODUCED_FILES if f.required or (root / f.path).is_file()}
+    present = set(listing(dataset_dir))
+    ours = {f.path for f in PRODUCED_FILES if f.required or f.path in present}
     ours |= set(meta_files)
-    if (root / ROWS_JSONL).is_file():
-        ours |= {path for row in read_jsonl_rows(root) for path in row_files(row)}
+    if ROWS_JSONL in present:
+        ours |= {path for row in read_jsonl_rows(dataset_dir) for path in row_files(row)}
     writers = {f.path: f.asset for f in PRODUCED_FILES}
     missing = [f"{path} (from {writers[path]})" if path in writers else path
-               for path in sorted(ours) if not (root / path).is_file()]
+               for path in sorted(ours) if path not in present]
     if missing:
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
         raise DatasetFolderError(f"missing from the dataset folder: {shown}; run `vae build`")
     return ours
 
 
-def rows_files_disagree(dataset_dir: Path) -> list[str]:
+def rows_files_disagree(dataset_dir: UPath) -> list[str]:
     """How episodes.jsonl and data/episodes.parquet differ, by episode id (empty: the same rows)."""
-    root = Path(dataset_dir)
+    root = dataset_dir
     try:
-        parquet = pl.read_parquet(root / ROWS_PARQUET)
+        parquet = pl.read_parquet(io.BytesIO(read_bytes(root / ROWS_PARQUET)))
     except (OSError, pl.exceptions.PolarsError) as exc:
         return [f"{ROWS_PARQUET}: cannot be read ({type(exc).__name__})"]
     try:

@@ -9,10 +9,8 @@ anyone pushed in between, the Hub refuses the commit instead of silently overwri
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Collection
 from dataclasses import dataclass
-from pathlib import Path
 
 from huggingface_hub import (
     CommitOperationAdd,
@@ -26,6 +24,9 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
+from upath import UPath
+
+from vae_pipeline.domain.objects import exists, files_under, is_local, local_path, size_of
 
 REPO_TYPE = "dataset"
 # The Hub keeps this file in every repository (it routes big files to LFS); a dataset folder
@@ -95,7 +96,7 @@ def hub_api(endpoint: str | None = None, token: str | None = None) -> HfApi:
     return HfApi(endpoint=endpoint, token=token, library_name="vae-pipeline")
 
 
-def plan_publish(dataset_dir: Path, api: HfApi, repo_id: str, produced: Collection[str], *,
+def plan_publish(dataset_dir: UPath, api: HfApi, repo_id: str, produced: Collection[str], *,
                  revision: str = "main") -> PublishPlan:
     """Classify the `produced` files of `dataset_dir` (relative posix paths) against the repository
     at `revision` (read-only requests); every other file of the folder is listed as not ours."""
@@ -124,7 +125,7 @@ def plan_publish(dataset_dir: Path, api: HfApi, repo_id: str, produced: Collecti
         else:
             changed.append(entry)
     deleted = [PlanEntry(p, r.size) for p, r in sorted(remote.items()) if p not in local and p != GITATTRIBUTES]
-    not_ours = [PlanEntry(rel, path.stat().st_size) for rel, path in strays.items()]
+    not_ours = [PlanEntry(rel, size_of(path)) for rel, path in strays.items()]
     return PublishPlan(repo_id, revision, parent, tuple(added), tuple(changed), tuple(deleted), tuple(unchanged),
                        tuple(not_ours))
 
@@ -159,7 +160,7 @@ def execute_plan(
     api: HfApi,
     repo_id: str,
     *,
-    dataset_dir: Path,
+    dataset_dir: UPath,
     create_pr: bool = False,
     message: str,
 ) -> str:
@@ -207,12 +208,12 @@ def execute_plan(
     return info.pr_url if create_pr else info.commit_url
 
 
-def _local_files(dataset_dir: Path, produced: Collection[str]) -> tuple[dict[str, Path], dict[str, Path]]:
-    """The produced files under `dataset_dir` and every other file, by relative posix path, sorted;
-    refuses what the Hub cannot hold."""
-    if not dataset_dir.is_dir():
+def _local_files(dataset_dir: UPath, produced: Collection[str]) -> tuple[dict[str, UPath], dict[str, UPath]]:
+    """The produced files under `dataset_dir` (a folder or a bucket prefix) and every other file,
+    by relative posix path, sorted; refuses what the Hub cannot hold."""
+    if is_local(dataset_dir) and not dataset_dir.is_dir():
         raise PublishError(f"{dataset_dir} is not a directory")
-    found = sorted((p.relative_to(dataset_dir).as_posix(), p) for p in dataset_dir.rglob("*") if p.is_file())
+    found = list(files_under(dataset_dir))
     files = {rel: path for rel, path in found if rel in produced}
     strays = {rel: path for rel, path in found if rel not in produced}
     if not files:
@@ -236,11 +237,11 @@ def _remote_files(api: HfApi, repo_id: str, commit: str) -> dict[str, _Remote]:
         raise _http_error(err, f"cannot list {repo_id}", api) from None
 
 
-def _digest(path: Path) -> tuple[int, str, str]:
+def _digest(path: UPath) -> tuple[int, str, str]:
     """Size, sha256 (what the Hub records for an LFS file) and git blob sha1 (a regular file's oid),
     in one read."""
+    size = size_of(path)
     with path.open("rb") as f:
-        size = os.fstat(f.fileno()).st_size
         sha256 = hashlib.sha256()
         sha1 = hashlib.sha1(f"blob {size}\0".encode())
         while chunk := f.read(_CHUNK):
@@ -249,13 +250,15 @@ def _digest(path: Path) -> tuple[int, str, str]:
     return size, sha256.hexdigest(), sha1.hexdigest()
 
 
-def _verified_add(dataset_dir: Path, entry: PlanEntry) -> CommitOperationAdd:
-    """An upload of `entry`, refused if the file is no longer what the operator reviewed."""
+def _verified_add(dataset_dir: UPath, entry: PlanEntry) -> CommitOperationAdd:
+    """An upload of `entry`, refused if the file is no longer what the operator reviewed; a file
+    on a bucket is streamed to the Hub from an open object (the client reads file objects)."""
     path = dataset_dir / entry.path
-    sha256 = _digest(path)[1] if path.is_file() else None
+    sha256 = _digest(path)[1] if exists(path) else None
     if sha256 is None or sha256 != entry.sha256:
         raise PublishError(f"{entry.path} changed since the plan: re-run the plan")
-    op = CommitOperationAdd(path_in_repo=entry.path, path_or_fileobj=path)
+    source = local_path(path) if is_local(path) else path.open("rb")
+    op = CommitOperationAdd(path_in_repo=entry.path, path_or_fileobj=source)
     op.upload_info.sha256 = bytes.fromhex(sha256)  # just verified: spares the client another read
     return op
 

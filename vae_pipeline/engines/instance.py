@@ -24,6 +24,7 @@ import dagster as dg
 from dagster._config import process_config
 from dagster._core.instance.config import dagster_instance_config
 
+from vae_pipeline.domain.objects import machine_folder
 from vae_pipeline.domain.processes import this_process
 from vae_pipeline.engines.pools import ensure_pool_limits
 
@@ -124,7 +125,8 @@ def open_instance() -> dg.DagsterInstance:
 def writer_lock(env: dict[str, str], on_wait: Callable[[str], None]) -> Iterator[None]:
     """Held by a command that writes (build, publish) for as long as it runs; a second one waits,
     saying once whom it waits for."""
-    with _lock(Path(env["DAGSTER_HOME"]), Path(env["VAE_HOME"]) / WRITER_LOCK, WRITER_KEY, on_wait,
+    with _lock(Path(env["DAGSTER_HOME"]), machine_folder(env["VAE_HOME"], env.get("VAE_SCRATCH", "")) / WRITER_LOCK,
+               WRITER_KEY, on_wait,
                "another vae command writing to this home"):
         yield
 
@@ -132,7 +134,7 @@ def writer_lock(env: dict[str, str], on_wait: Callable[[str], None]) -> Iterator
 def writer_busy(env: dict[str, str]) -> bool:
     """True while a vae command holds the writer lock of this home (or of this Postgres instance):
     the sensors then leave the refresh to it rather than launch runs that would write beside it."""
-    path = Path(env.get("VAE_HOME") or ".vae") / WRITER_LOCK
+    path = machine_folder(env.get("VAE_HOME") or ".vae", env.get("VAE_SCRATCH", "")) / WRITER_LOCK
     if path.exists():
         with open(path, "a+", encoding="utf-8") as handle:
             try:

@@ -12,13 +12,15 @@ import shutil
 from pathlib import Path
 
 from vae_pipeline.domain.files import write_if_changed
+from vae_pipeline.domain.objects import absolute, machine_folder
 from vae_pipeline.domain.project import PROJECT_META, PROJECT_ROOT
 
 # Settings that name a folder: a relative value is resolved against the current folder.
-PATH_SETTINGS = ("VAE_HOME", "VAE_META_DIR", "VAE_RUNS_ROOT", "VAE_DATASET_DIR", "DAGSTER_HOME")
+PATH_SETTINGS = ("VAE_HOME", "VAE_META_DIR", "VAE_RUNS_ROOT", "VAE_DATASET_DIR", "DAGSTER_HOME", "VAE_SCRATCH")
 
 DEFAULTS = {
-    "VAE_HOME": ".vae",  # the pipeline's own state, in the folder the command runs in
+    "VAE_HOME": ".vae",  # the pipeline's own state, in the folder the command runs in (or s3://bucket/prefix)
+    "VAE_SCRATCH": "",  # this machine's own working folder; empty: $VAE_HOME/scratch, or a temp folder for a bucket
     "VAE_META_DIR": str(PROJECT_META),
     "VAE_RUBRIC_VERSION": "latest",  # or a version such as 1.0
     "VAE_HARNESS_HOSTNAME": "",  # the harness machine's host name, for the scrub
@@ -51,10 +53,11 @@ def apply_defaults(environ: dict[str, str] | None = None) -> dict[str, str]:
     env = os.environ if environ is None else environ
     for name, value in DEFAULTS.items():
         env.setdefault(name, value)
-    env.setdefault("DAGSTER_HOME", str(Path(env["VAE_HOME"]) / "dagster"))
+    # on a bucket home the instance's folder is this machine's own (its storage is Postgres there)
+    env.setdefault("DAGSTER_HOME", str(machine_folder(env["VAE_HOME"], env["VAE_SCRATCH"]) / "dagster"))
     for name in PATH_SETTINGS:
         if env.get(name):
-            env[name] = str(Path(env[name]).resolve())
+            env[name] = absolute(env[name])
     home = Path(env["DAGSTER_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     if env.get("VAE_INSTANCE"):

@@ -1,4 +1,4 @@
-"""Asset values are polars tables stored as Parquet, one file per asset and series.
+"""Asset values are polars tables stored as Parquet, one file (or object) per asset and series.
 
 A series-partitioned asset's value is a dict series -> table, over the series of its run (one,
 or a range when a backfill or `vae build` covers many series in one run); an input from a
@@ -13,12 +13,18 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 
 import dagster as dg
 import polars as pl
+from upath import UPath
 
-from vae_pipeline.domain.files import write_atomic
+from vae_pipeline.domain.objects import (
+    exists,
+    is_local,
+    local_path,
+    put_bytes,
+    read_bytes,
+)
 from vae_pipeline.storage.partitions import SERIES
 from vae_pipeline.storage.resources import Warehouse
 
@@ -29,28 +35,32 @@ def parquet_bytes(frame: pl.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
-def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> None:
-    """Parquet bytes written with `write_atomic`: a crash never leaves half a file."""
-    write_atomic(path, parquet_bytes(frame))
+def read_table(path: UPath) -> pl.DataFrame:
+    """A stored table, from disk (memory-mapped) or from a bucket (one GET)."""
+    return pl.read_parquet(local_path(path) if is_local(path) else io.BytesIO(read_bytes(path)))
 
 
-def table_path(warehouse: Warehouse, key: dg.AssetKey, partition: str | None) -> Path:
-    """Where an asset's (partition's) table is stored."""
-    name = f"{partition}.parquet" if partition else "table.parquet"
-    return warehouse.root.joinpath("tables", *key.path, name)
+class SeriesTables(dg.UPathIOManager):
+    """`<home>/tables/<asset>/<series>.parquet` (`table.parquet` unpartitioned), on disk or a bucket.
 
+    Dagster's UPath IO manager stores one partition per output; a ranged run (a single-run
+    backfill, `vae build`) returns many, so writing takes every series of the run's dict."""
 
-class ParquetTableIOManager(dg.ConfigurableIOManager):
-    """Stores each asset (partition) as `<warehouse>/tables/<asset>/<series>.parquet`."""
+    extension = ".parquet"
 
-    warehouse: Warehouse
+    def __init__(self, warehouse: Warehouse):
+        super().__init__(base_path=warehouse.home / "tables")
+        self.warehouse = warehouse
 
-    def _path(self, key: dg.AssetKey, partition: str | None) -> Path:
-        return table_path(self.warehouse, key, partition)
+    def dump_to_path(self, context: dg.OutputContext, obj: pl.DataFrame, path: UPath) -> None:
+        put_bytes(path, parquet_bytes(obj))
+
+    def load_from_path(self, context: dg.InputContext, path: UPath) -> pl.DataFrame:
+        return read_table(path)
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | dict[str, pl.DataFrame]) -> None:
         if not context.has_asset_partitions:
-            write_parquet_atomic(obj, self._path(context.asset_key, None))
+            put_bytes(self.warehouse.table(context.asset_key, None), parquet_bytes(obj))
             return
         expected = set(context.asset_partition_keys)
         if not isinstance(obj, dict) or set(obj) != expected:
@@ -58,20 +68,30 @@ class ParquetTableIOManager(dg.ConfigurableIOManager):
             raise dg.DagsterInvariantViolationError(
                 f"{context.asset_key.to_user_string()} must return a table for each series of the run "
                 f"({', '.join(sorted(expected))}), got {got}")
+        paths = self._get_paths_for_partitions(context)
         for series, frame in obj.items():
-            write_parquet_atomic(frame, self._path(context.asset_key, series))
+            self.dump_to_path(context, frame, paths[series])
 
     def load_input(self, context: dg.InputContext) -> pl.DataFrame | dict[str, pl.DataFrame]:
         key = context.asset_key
         if not context.has_asset_partitions:
-            return pl.read_parquet(self._path(key, None))
-        partitions = context.asset_partition_keys
-        missing = [series for series in partitions if not self._path(key, series).exists()]
+            return read_table(self.warehouse.table(key, None))
+        paths = self._get_paths_for_partitions(context)
+        missing = [series for series in context.asset_partition_keys if not exists(paths[series])]
         if missing:
             raise dg.Failure(description=f"{key.to_user_string()} has not been materialized for series "
                                          f"{', '.join(missing)}: materialize it for them first")
         # each series' rows carry their series, so a roll-up can join on (series, id)
-        return {series: _with_series(pl.read_parquet(self._path(key, series)), series) for series in partitions}
+        return {series: _with_series(read_table(paths[series]), series) for series in context.asset_partition_keys}
+
+
+class ParquetTableIOManager(dg.ConfigurableIOManagerFactory):
+    """The tables of every asset, in the warehouse's home (see `SeriesTables`)."""
+
+    warehouse: Warehouse
+
+    def create_io_manager(self, context: dg.InitResourceContext) -> SeriesTables:
+        return SeriesTables(self.warehouse)
 
 
 def other_series_tables(context: dg.AssetExecutionContext, warehouse: Warehouse, columns: Mapping[str, Iterable[str]],
@@ -84,10 +104,10 @@ def other_series_tables(context: dg.AssetExecutionContext, warehouse: Warehouse,
     in_run = set(context.partition_keys)
     tables, outdated = {}, []
     for series in context.instance.get_dynamic_partitions(SERIES):
-        paths = {stage: table_path(warehouse, dg.AssetKey(stage), series) for stage in columns}
-        if series in in_run or not all(path.exists() for path in paths.values()):
+        paths = {stage: warehouse.table(dg.AssetKey(stage), series) for stage in columns}
+        if series in in_run or not all(exists(path) for path in paths.values()):
             continue
-        frames = {stage: pl.read_parquet(path) for stage, path in paths.items()}
+        frames = {stage: read_table(path) for stage, path in paths.items()}
         lacking = [f"{stage}.{name}" for stage, names in columns.items() for name in names
                    if name not in frames[stage].columns]
         if lacking:

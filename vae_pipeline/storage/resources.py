@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import polars as pl
+from upath import UPath
 
 from vae_pipeline.domain.episode_files import (
     DEFAULT_SIZE_LIMIT,
@@ -17,28 +20,77 @@ from vae_pipeline.domain.episode_files import (
     episode_members,
     read_episode_files,
 )
-from vae_pipeline.domain.files import write_if_changed
-from vae_pipeline.domain.series import EpisodeEntry
+from vae_pipeline.domain.objects import (
+    Mirror,
+    scratch_root,
+    exists,
+    fingerprint_entries,
+    is_local,
+    listed_folders,
+    location,
+    read_bytes,
+    write_if_changed,
+)
+from vae_pipeline.domain.series import COMPARISONS_DIR, EpisodeEntry, series_fingerprint
 from vae_pipeline.domain.strict_json import DEFAULT_MAX_LINE_BYTES
 
 
 class RunsRoot(dg.ConfigurableResource):
-    """The harness's runs root. Only ever read."""
+    """The harness's runs root, a folder or an `s3://bucket/prefix`. Only ever read.
+
+    On a bucket, what a stage reads is fetched into this machine's local copy first (a series
+    when it is read, the series.json files and comparisons when the root is listed), kept by
+    ETag; versions of what it holds come from names, sizes and ETags, since a bucket keeps no
+    mtimes."""
 
     path: str
     max_unpacked_bytes: int = DEFAULT_SIZE_LIMIT
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # a longer JSONL line is bad input
+    scratch_path: str = ""  # VAE_SCRATCH: where a bucket's files are fetched to
+
+    @property
+    def mirror(self) -> Mirror:
+        return Mirror(location(self.path), scratch_root(self.scratch_path, self.path) / "runs")
 
     @property
     def root(self) -> Path:
-        return Path(self.path)
+        """The runs root to list: its series folders with their series.json, and comparisons/."""
+        mirror = self.mirror
+        if mirror.is_remote:
+            for child in listed_folders(mirror.remote):
+                if child == COMPARISONS_DIR:
+                    mirror.sync(child)
+                    continue
+                (mirror.local / child).mkdir(parents=True, exist_ok=True)
+                if exists(mirror.remote / child / "series.json"):
+                    mirror.fetch(f"{child}/series.json")
+        return mirror.local
 
     def series_dir(self, series_id: str) -> Path:
-        return Path(self.path) / series_id
+        """The series' folder, every file of it here."""
+        return self.mirror.sync(series_id)
+
+    def fingerprint(self, rel: str, *, top_jsonl: bool = False) -> str:
+        """A version of what the folder `rel` holds (only its top-level `*.jsonl` if `top_jsonl`),
+        read from its listing alone: names, sizes and mtimes on disk, names, sizes and ETags on a
+        bucket."""
+        mirror = self.mirror
+        if not mirror.is_remote:
+            folder = mirror.local / rel
+            if not top_jsonl:
+                return series_fingerprint(folder)
+            return repr([(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.jsonl"))])
+        entries = [entry for entry in fingerprint_entries(mirror.remote / rel)
+                   if not top_jsonl or ("/" not in entry.split("\0")[0] and entry.split("\0")[0].endswith(".jsonl"))]
+        return hashlib.sha256("".join(entries).encode()).hexdigest()[:24]
+
+    def holds_folder(self, rel: str) -> bool:
+        mirror = self.mirror
+        return exists(mirror.remote / rel) if mirror.is_remote else (mirror.local / rel).is_dir()
 
     def episode_entry(self, row: dict) -> EpisodeEntry:
-        """The run folder or archive a parsed `episodes` row came from."""
-        return EpisodeEntry(row["source"], row["id"], self.series_dir(row["series"]) / row["source"],
+        """The run folder or archive a parsed `episodes` row came from (its series read before)."""
+        return EpisodeEntry(row["source"], row["id"], self.mirror.local / row["series"] / row["source"],
                             row["is_archive"])
 
     def read_files(self, row: dict, wanted: Callable[[str], bool], *, as_json: bool = False) -> EpisodeFiles:
@@ -85,13 +137,41 @@ def meta_problem(what: str) -> str:
 
 
 class Warehouse(dg.ConfigurableResource):
-    """The pipeline's own state: DuckDB database, frames and contact sheets, scratch space."""
+    """The pipeline's own state (`VAE_HOME`, a folder or an `s3://bucket/prefix`): Parquet tables,
+    label generations, frames and contact sheets, staged videos and archives, the review site.
+
+    On a bucket, the files that code must open as real files (videos, frames, archives) are made
+    in this machine's local copy (`root`, in `VAE_SCRATCH`) and uploaded as they are finished;
+    a stage on another machine fetches what it reads. DuckDB is a local cache either way."""
 
     path: str
+    scratch_path: str = ""  # VAE_SCRATCH: this machine's own folder; empty: <home>/scratch, or a temp folder
+
+    @property
+    def home(self) -> UPath:
+        return location(self.path)
+
+    @property
+    def mirror(self) -> Mirror:
+        return Mirror(self.home, scratch_root(self.scratch_path, self.path) / "home")
 
     @property
     def root(self) -> Path:
-        return Path(self.path)
+        """Where this machine reads and writes the state's files: the home itself on disk."""
+        return self.mirror.local
+
+    def fetch(self, rel: str) -> Path:
+        """The local file of `rel` (downloaded first when the home is a bucket)."""
+        return self.mirror.fetch(rel)
+
+    def publish(self, path: Path) -> str:
+        """Make a finished local file part of the home (an upload on a bucket); its name in the home."""
+        return self.mirror.publish(path)
+
+    def table(self, key: dg.AssetKey, partition: str | None) -> UPath:
+        """Where an asset's (partition's) table is stored."""
+        return self.home.joinpath("tables", *key.path, f"{partition}.parquet" if partition else "table.parquet")
+
 
     @property
     def database(self) -> Path:
@@ -100,54 +180,62 @@ class Warehouse(dg.ConfigurableResource):
 
     def connect(self, wait_s: float = 120.0) -> duckdb.DuckDBPyConnection:
         """A connection to the warehouse. DuckDB lets one process write at a time, and two series'
-        runs may write labels at once (the UI runs two runs together): wait for the other."""
+        runs may write labels at once (the UI runs two runs together): wait for the other.
+
+        On a bucket the database is this machine's cache: DuckDB reads the Parquet objects through
+        the registered s3fs file system (its httpfs extension is not in the wheel), and a missing
+        cache is rebuilt from the stored `episode_table` table."""
         self.root.mkdir(parents=True, exist_ok=True)
+        fresh = not self.database.exists()
         search_path = self.root.resolve().as_posix().replace("'", "''")
         deadline = time.monotonic() + wait_s
         while True:
             try:
                 con = duckdb.connect(str(self.database))
-                # the views name files relative to VAE_HOME, so a moved or copied home reads its own
-                con.execute(f"SET file_search_path = '{search_path}'")
-                return con
+                break
             except duckdb.IOException:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
+        if is_local(self.home):
+            # the views name files relative to VAE_HOME, so a moved or copied home reads its own
+            con.execute(f"SET file_search_path = '{search_path}'")
+            return con
+        con.register_filesystem(self.home.fs)
+        stored = self.table(dg.AssetKey("episode_table"), None)
+        if fresh and exists(stored):
+            con.register("stored", pl.read_parquet(read_bytes(stored)).to_arrow())
+            con.execute("CREATE OR REPLACE TABLE episode_table AS SELECT * FROM stored")
+            con.unregister("stored")
+        return con
 
     @property
-    def built_from(self) -> Path:
-        return self.root / "built_from.json"
+    def built_from(self) -> UPath:
+        return self.home / "built_from.json"
 
-    def record_build(self, runs_root: Path, dataset: Path) -> None:
+    def record_build(self, runs_root: str, dataset: str) -> None:
         """Which runs root the dataset folder is built from, for `vae publish` to name the folders
         it leaves out when it is not told `--runs`."""
-        record = {"runs_root": runs_root.resolve().as_posix(), "dataset": dataset.resolve().as_posix()}
-        self.root.mkdir(parents=True, exist_ok=True)
+        record = {"runs_root": runs_root, "dataset": dataset}
         write_if_changed(self.built_from, (json.dumps(record, sort_keys=True) + "\n").encode())
 
-    def runs_root_of(self, dataset: Path) -> str | None:
+    def runs_root_of(self, dataset: str) -> str | None:
         """The runs root `dataset` was last built from here, or None (another dataset, or never)."""
         try:
-            record = json.loads(self.built_from.read_text())
+            record = json.loads(read_bytes(self.built_from))
         except (OSError, ValueError):
             return None
-        return record.get("runs_root") if record.get("dataset") == dataset.resolve().as_posix() else None
-
-    def scratch(self) -> Path:
-        path = self.root / "scratch"
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        return record.get("runs_root") if record.get("dataset") == dataset else None
 
 
 class DatasetFolder(dg.ConfigurableResource):
-    """The dataset folder that is published (contract 3)."""
+    """The dataset folder that is published (contract 3): a folder or an `s3://bucket/prefix`."""
 
     path: str
 
     @property
-    def root(self) -> Path:
-        return Path(self.path)
+    def root(self) -> UPath:
+        return location(self.path)
 
 
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: sample runs from the project's own generator, and an isolated pipeline home."""
+"""Shared fixtures: sample runs from the project's own generator, an isolated pipeline home, and
+(object_store.py) an S3 server with buckets of its own."""
 
 import shutil
 from pathlib import Path
@@ -6,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from vae_pipeline.sample.generator import SampleRun, generate
+
+pytest_plugins = ["vae_pipeline_tests.object_store"]  # s3_endpoint, s3_environ, s3_client, make_bucket
 
 PROJECT = Path(__file__).resolve().parent.parent
 META = PROJECT / "meta"

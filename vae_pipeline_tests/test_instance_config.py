@@ -23,11 +23,12 @@ VARIANTS = {"sqlite": PROJECT_ROOT / "dagster.yaml",
                for p in (PROJECT_ROOT / "deploy").glob("dagster.*.yaml")}}
 PG_ENV = {"DAGSTER_PG_URL": "postgresql://vae:secret@db.example:5432/dagster",
           "DAGSTER_PG_HOST": "db.example", "DAGSTER_PG_PORT": "5433", "DAGSTER_PG_USER": "vae",
-          "DAGSTER_PG_PASSWORD": "secret", "DAGSTER_PG_DB": "dagster"}
+          "DAGSTER_PG_PASSWORD": "secret", "DAGSTER_PG_DB": "dagster",
+          "VAE_STEP_LOG_BUCKET": "step-logs", "VAE_STEP_LOG_PREFIX": "vae/step-logs"}
 
 
 def test_the_variants_the_readme_names_exist():
-    assert set(VARIANTS) == {"sqlite", "postgres", "postgres-env"}
+    assert set(VARIANTS) == {"sqlite", "postgres", "postgres-env", "s3"}
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
@@ -44,11 +45,11 @@ def test_variant_passes_dagster_validation(name, tmp_path, monkeypatch):
     assert config["concurrency"]["pools"]["granularity"] == "op"
 
 
-@pytest.mark.parametrize("name", ["postgres", "postgres-env"])
+@pytest.mark.parametrize("name", ["postgres", "postgres-env", "s3"])
 def test_postgres_variants_read_the_connection_from_the_environment(name):
     text = VARIANTS[name].read_text()
     storage = yaml.safe_load(text)["storage"]["postgres"]
-    if name == "postgres":
+    if name in ("postgres", "s3"):
         assert storage == {"postgres_url": {"env": "DAGSTER_PG_URL"}}
     else:
         assert storage["postgres_db"] == {"hostname": {"env": "DAGSTER_PG_HOST"}, "port": {"env": "DAGSTER_PG_PORT"},
@@ -93,7 +94,7 @@ def test_vae_instance_picks_a_variant_and_names_the_choices(tmp_path):
     apply_defaults({"VAE_HOME": str(tmp_path), "DAGSTER_HOME": str(home), "VAE_INSTANCE": "sqlite"})
     assert (home / "dagster.yaml").read_bytes() == (PROJECT_ROOT / "dagster.yaml").read_bytes()
     with pytest.raises(ValueError, match="VAE_INSTANCE='mysql' names no instance configuration; "
-                                         "use one of sqlite, postgres, postgres-env"):
+                                         "use one of sqlite, postgres, postgres-env, s3"):
         instance_yaml("mysql")
     with pytest.raises(ValueError):
         instance_yaml("../dagster")

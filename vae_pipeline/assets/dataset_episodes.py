@@ -11,6 +11,7 @@ from vae_pipeline.domain.episode_files import archive_digests
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import link_or_copy, sha256_file, write_if_changed
 from vae_pipeline.domain.manifest import manifest_bytes
+from vae_pipeline.domain.rows import said_of
 from vae_pipeline.storage.resources import DatasetFolder, Warehouse
 from vae_pipeline.storage.versions import content_version, record_metadata
 
@@ -82,7 +83,7 @@ def archive_problems(root: Path, row: dict) -> list[str]:
     archive = root / row["archive"]
     manifest_path = archive.with_name(f"{row['id']}.json")
     if not archive.is_file() or not manifest_path.is_file():
-        return [f"{row['id']}: archive or manifest missing"]
+        return [f"{row['archive']}: archive or manifest missing"]
     manifest = json.loads(manifest_path.read_text())
     if sha256_file(archive) != manifest["archive_sha256"]:
         return [f"{row['archive']}: sha256 differs from its manifest"]
@@ -95,21 +96,21 @@ def archive_problems(root: Path, row: dict) -> list[str]:
             for path in sorted(set(listed) | set(found)) if listed.get(path) != found.get(path)]
 
 
-def rows_vs_archives(root: Path) -> list[str]:
+def rows_vs_archives(root: Path) -> list[dict]:
     """Every row of episodes.jsonl has its archive and manifest with the row's sha256, and no
-    archive lacks a row."""
+    archive lacks a row; what is wrong, by episode (`said_of`)."""
     problems = []
     listed = {}
     for row in _jsonl_rows(root):
         if row["archive"] is None:
-            problems.append(f"{row['id']}: row has no archive")
+            problems.append(said_of(row, "row has no archive"))
             continue
         listed[row["archive"]] = row
         manifest = (root / row["archive"]).with_name(f"{row['id']}.json")
         if not manifest.is_file() or json.loads(manifest.read_text())["archive_sha256"] != row["archive_sha256"]:
-            problems.append(f"{row['id']}: archive_sha256 in episodes.jsonl differs from the manifest")
+            problems.append(said_of(row, "archive_sha256 in episodes.jsonl differs from the manifest"))
     on_disk = {p.relative_to(root).as_posix() for p in (root / "episodes").rglob("*.tar.zst")} \
         if (root / "episodes").exists() else set()
-    problems += [f"{path}: archive without a row" for path in sorted(on_disk - set(listed))]
-    problems += [f"{path}: row without an archive" for path in sorted(set(listed) - on_disk)]
+    problems += [said_of(None, f"{path}: archive without a row") for path in sorted(on_disk - set(listed))]
+    problems += [said_of(listed[path], f"{path}: row without an archive") for path in sorted(set(listed) - on_disk)]
     return problems

@@ -126,17 +126,17 @@ def test_episodes_that_disagree_on_what_ran_are_named():
         row("version", "a-s6", claude_code_version="2.1.311", actor_cli="2.1.310"),
         row("version", "b-s6", claude_code_version="2.1.311", actor_cli="2.1.310"),
     ]
-    problems = actor_disagreements(rows)
-    by_series = {p.split(":")[0]: p for p in problems}
-    assert sorted(by_series) == ["model", "prompt", "tools", "version"] and len(problems) == 4
-    assert "on the model: claude-sonnet-4-5 in c-s2 (the other 2: claude-opus-4-5-20251101)" in by_series["model"]
-    assert "a-s2" not in by_series["model"]
-    # two against one tie: both sides are named
-    assert "a-s4" in by_series["tools"] and "b-s4" in by_series["tools"] and "WebFetch" in by_series["tools"]
-    assert "system prompt and tool definitions" in by_series["prompt"] and "c-s5" in by_series["prompt"]
-    assert "a-s5" not in by_series["prompt"]
+    named = {(p["series"], p["id"]): p["text"] for p in actor_disagreements(rows)}  # one per odd episode
+    assert list(named) == [("model", "c-s2"), ("prompt", "c-s5"), ("tools", "a-s4"), ("tools", "b-s4"),
+                           ("version", "a-s6"), ("version", "b-s6")]
+    assert named["model", "c-s2"] == "disagrees on the model: claude-sonnet-4-5 (the other 2: claude-opus-4-5-20251101)"
+    # one against one, a tie: both sides are named
+    assert named["tools", "b-s4"] == \
+        "disagrees on the tool names: [Bash, Read, WebFetch] (a tie: [Bash, Read] in 1, [Bash, Read, WebFetch] in 1)"
+    assert named["prompt", "c-s5"].startswith("disagrees on the system prompt and tool definitions (sha256): cdcdcd")
     # they agree with each other, but not with the series' actor.cli
-    assert "claude_code_version 2.1.311 of a-s6, b-s6 is not the series' actor.cli 2.1.310" in by_series["version"]
+    assert named["version", "a-s6"] == named["version", "b-s6"] == \
+        "claude_code_version 2.1.311 is not the series' actor.cli 2.1.310"
 
 
 # ---------------------------------------------------------------- the planted faults, end to end
@@ -182,7 +182,7 @@ def test_each_check_names_exactly_the_planted_series_and_episodes(built_once, sa
     assert one_actor["passed"] is False
     assert named_episodes(one_actor["description"], sample_runs) == set(sample_runs.odd_actor_ids)
     assert named_series(one_actor["description"], sample_runs) == {odd.series}
-    assert f"on the model: {ODD_ACTOR_MODEL} in {odd.episode_id}" in one_actor["description"]
+    assert f"{odd.series}/{odd.episode_id}: disagrees on the model: {ODD_ACTOR_MODEL}" in one_actor["description"]
 
 
 def test_the_rows_carry_the_three_columns_at_the_end(built_once, sample_runs):

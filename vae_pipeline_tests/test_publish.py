@@ -443,8 +443,8 @@ def test_rows_in_jsonl_and_parquet_must_agree(tmp_path):
         video=pl.when(pl.col("id") == "ep-3").then(pl.lit("videos/other.mp4")).otherwise(pl.col("video")),
     ).vstack(pl.DataFrame([{"id": "ep-9", "video": None, "archive": None}], schema=frame.schema)) \
         .write_parquet(root / "data" / "episodes.parquet")
-    assert rows_files_disagree(root) == [
-        "ep-2: only in episodes.jsonl",
-        "ep-9: only in data/episodes.parquet",
-        "ep-3: the row differs between episodes.jsonl and data/episodes.parquet",
+    assert [(i["id"], i["text"]) for i in rows_files_disagree(root)] == [
+        ("ep-2", "only in episodes.jsonl"),
+        ("ep-9", "only in data/episodes.parquet"),
+        ("ep-3", "the row differs between episodes.jsonl and data/episodes.parquet"),
     ]

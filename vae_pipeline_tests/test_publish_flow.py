@@ -112,7 +112,8 @@ def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample
     rows.slice(1).write_parquet(parquet)
     code, out = _publish(capsys, dataset, "--runs", str(runs))
     assert code == 1 and "publishing refused" in out
-    assert f"dataset_episodes.jsonl_and_parquet_agree: {rows['id'][0]}: only in episodes.jsonl" in out, out
+    assert f"dataset_episodes.jsonl_and_parquet_agree: {rows['series'][0]}/{rows['id'][0]}: only in episodes.jsonl" \
+        in out, out
     parquet.write_bytes(written)
     assert "left out:" in out and "running" in out
     assert not hub.exists(REPO)

@@ -1,12 +1,15 @@
 """The review site without a browser: incremental through `vae build` (a new series renders its
 own pages and the index, nothing else), the asset's link for the Dagster UI, `vae review`,
-`vae allow` accepting a finding shown on a page, shared ranks, and the gate report an episode page
-shows, worked out by hand."""
+`vae allow` accepting a finding shown on a page, the index listing the episodes each failed check
+names with links to their pages, shared ranks, and the gate report an episode page shows, worked
+out by hand."""
 
 from __future__ import annotations
 
 import hashlib
+import html
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -14,8 +17,10 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from vae_pipeline.assets.review_site import latest_checks
 from vae_pipeline.cli import main
 from vae_pipeline.cli.build import build
+from vae_pipeline.cli.publish import publish
 from vae_pipeline.domain import review_site
 from vae_pipeline.domain.host import gate_report
 from vae_pipeline.domain.review_site import (
@@ -26,7 +31,7 @@ from vae_pipeline.domain.review_site import (
 )
 from vae_pipeline.domain.rubric import load_rubric
 from vae_pipeline.domain.scrub import ScrubConfig
-from vae_pipeline.sample.generator import generate
+from vae_pipeline.sample.generator import ODD_ACTOR_MODEL, generate
 from vae_pipeline_tests.conftest import META, isolate
 
 
@@ -122,6 +127,67 @@ def test_unchanged_series_are_left_alone_a_template_change_renders_all_and_a_gon
     assert report.series_removed == [first] and report.series_rendered == []
     assert not (out / "series" / f"{first}.html").exists() and not (out / "episodes" / first).exists()
     assert "Leaderboard" not in (out / "index.html").read_text()
+
+
+# ---------------------------------------------------------------- every check's episodes, linked
+
+
+def named_on_index(index: str, check: str) -> list[tuple[str | None, str | None, str]]:
+    """(link text, href, the item's text) of each item the index lists for a failed check."""
+    row = re.search(rf'<tr class="check failed" data-check="{check}">(.*?)</tr>', index, re.DOTALL)
+    assert row, check
+    listed = re.search(r'<ul class="check-items">(.*?)</ul>', row[1], re.DOTALL)
+    assert listed, check
+    items = []
+    for item in re.findall(r"<li>(.*?)</li>", listed[1], re.DOTALL):
+        link = re.match(r'<a href="([^"]+)">([^<]+)</a>', item)
+        items.append((link[2] if link else None, link[1] if link else None, html.unescape(re.sub(r"<[^>]+>", "", item))))
+    return items
+
+
+def test_each_check_that_names_episodes_lists_them_on_the_index_linked_to_their_pages(tmp_path, monkeypatch):
+    """A series that ran two models, built; then its dataset folder damaged (a video gone, an
+    archive overwritten, a manifest gone, a row gone from the parquet) and the publish checks run
+    again by `vae publish`: the index lists, for each check, the episodes it names, each linked
+    to that episode's page."""
+    sample = generate(tmp_path / "sample", META, series=1, episodes=3, seed=7, bad=False, provenance_faults=True)
+    paths = isolate(tmp_path, monkeypatch)
+    build(sample.root, paths["dataset"])
+    dataset = paths["dataset"]
+    first, odd, last = (p.episode_id for p in sample.episodes)  # the generator gives the second episode another model
+    assert sample.odd_actor_ids == [odd]
+    rows = {r["id"]: r for r in map(json.loads, (dataset / "episodes.jsonl").read_text().splitlines())}
+    assert sorted(rows) == sorted((first, odd, last))
+    (dataset / rows[first]["video"]).unlink()
+    (dataset / rows[last]["archive"]).write_bytes(b"not the archive")
+    (dataset / rows[odd]["archive"]).with_name(f"{odd}.json").unlink()
+    parquet = dataset / "data" / "episodes.parquet"
+    pl.read_parquet(parquet).filter(pl.col("id") != first).write_parquet(parquet)
+    monkeypatch.setenv("VAE_HUB_ENDPOINT", "http://127.0.0.1:9")  # refused before any Hub is asked
+    monkeypatch.setenv("HF_TOKEN", "hf_notARealTokenForTheRefusalTest0000")
+    assert publish(dataset, "vae-lab/x")[0] is False
+
+    home = paths["home"]
+    inputs = site_inputs(home, META / "rubric-v1.2.json")
+    inputs.checks = latest_checks(dg.DagsterInstance.get())
+    site = home / "review"
+    render_site(inputs, home, site)
+    index = (site / "index.html").read_text()
+    series = sample.episodes[0].series
+    expected = {"one_actor_per_series": {odd: f"disagrees on the model: {ODD_ACTOR_MODEL}"},
+                "delivered_videos_present": {first: rows[first]["video"]},
+                "files_match_manifests": {odd: "archive or manifest missing", last: "sha256 differs from its manifest"},
+                "rows_and_archives_agree": {odd: "archive_sha256 in episodes.jsonl differs from the manifest"},
+                "jsonl_and_parquet_agree": {first: "only in episodes.jsonl"}}
+    for check, said in expected.items():
+        named = named_on_index(index, check)
+        # every item a link, one per episode named
+        assert sorted(text or item for text, _, item in named) == sorted(f"{series}/{e}" for e in said), check
+        for text, href, item in named:
+            episode = text.split("/")[1]
+            assert said[episode] in item, (check, item)
+            page = site / href
+            assert page.is_file() and f"<h1>{episode} " in page.read_text(), (check, href)
 
 
 # ---------------------------------------------------------------- the gate report, by hand

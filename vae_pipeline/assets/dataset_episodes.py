@@ -21,6 +21,7 @@ from vae_pipeline.domain.objects import (
     write_if_changed,
 )
 from vae_pipeline.domain.manifest import manifest_bytes
+from vae_pipeline.domain.rows import said_of
 from vae_pipeline.storage.resources import DatasetFolder, Warehouse
 from vae_pipeline.storage.versions import content_version, record_metadata
 
@@ -91,7 +92,7 @@ def archive_problems(root: UPath, row: dict) -> list[str]:
     archive = root / row["archive"]
     manifest_path = archive.with_name(f"{row['id']}.json")
     if not exists(archive) or not exists(manifest_path):
-        return [f"{row['id']}: archive or manifest missing"]
+        return [f"{row['archive']}: archive or manifest missing"]
     manifest = json.loads(read_bytes(manifest_path))
     if sha256_of(archive) != manifest["archive_sha256"]:
         return [f"{row['archive']}: sha256 differs from its manifest"]
@@ -104,20 +105,20 @@ def archive_problems(root: UPath, row: dict) -> list[str]:
             for path in sorted(set(listed) | set(found)) if listed.get(path) != found.get(path)]
 
 
-def rows_vs_archives(root: UPath) -> list[str]:
+def rows_vs_archives(root: UPath) -> list[dict]:
     """Every row of episodes.jsonl has its archive and manifest with the row's sha256, and no
-    archive lacks a row."""
+    archive lacks a row; what is wrong, by episode (`said_of`)."""
     problems = []
     listed = {}
     for row in _jsonl_rows(root):
         if row["archive"] is None:
-            problems.append(f"{row['id']}: row has no archive")
+            problems.append(said_of(row, "row has no archive"))
             continue
         listed[row["archive"]] = row
         manifest = (root / row["archive"]).with_name(f"{row['id']}.json")
         if not exists(manifest) or json.loads(read_bytes(manifest))["archive_sha256"] != row["archive_sha256"]:
-            problems.append(f"{row['id']}: archive_sha256 in episodes.jsonl differs from the manifest")
+            problems.append(said_of(row, "archive_sha256 in episodes.jsonl differs from the manifest"))
     on_disk = {f"episodes/{name}" for name, _ in files_under(root / "episodes") if name.endswith(".tar.zst")}
-    problems += [f"{path}: archive without a row" for path in sorted(on_disk - set(listed))]
-    problems += [f"{path}: row without an archive" for path in sorted(set(listed) - on_disk)]
+    problems += [said_of(None, f"{path}: archive without a row") for path in sorted(on_disk - set(listed))]
+    problems += [said_of(listed[path], f"{path}: row without an archive") for path in sorted(set(listed) - on_disk)]
     return problems

@@ -32,11 +32,11 @@ from vae_pipeline.domain.provenance import (
     uncommitted_series,
     unversioned_series,
 )
-from vae_pipeline.domain.rows import publishable
+from vae_pipeline.domain.rows import publishable, said_of
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta
 
 TABLE = {"episode_table": dg.AssetIn("episode_table")}
-ITEMS = "items"  # what a check names, one {series, id, text} each: the review site links them
+ITEMS = "items"  # what a check says by episode, one `said_of` each: the review site links them
 # The op tags of a step that reads the checks' results (the release, the review site): in a run
 # with the checks, the in-process executor starts the highest priority first, so it comes after.
 AFTER_THE_CHECKS = {"dagster/priority": "-1"}
@@ -47,6 +47,15 @@ def _listing(problems: list[str], limit: int = 25) -> str:
     return shown + (f"; and {len(problems) - limit} more" if len(problems) > limit else "")
 
 
+def _by_episode(passed: str, said: list[dict], failed: str, way_out: str, **metadata) -> dg.AssetCheckResult:
+    """The result of a check that says what is wrong by episode (`said_of`): its description
+    lists them after `failed`, its ITEMS give them one by one for the review site to link."""
+    problems = [f"{i['series']}/{i['id']}: {i['text']}" if i["id"] else i["text"] for i in said]
+    return dg.AssetCheckResult(
+        passed=not said, description=passed if not said else f"{failed}{_listing(problems)}. {way_out}",
+        metadata={**metadata, ITEMS: dg.MetadataValue.json(said)})
+
+
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="No invalid episode in a published series")
 def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
@@ -55,75 +64,60 @@ def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) 
         ~pl.col("valid") & (pl.col("series_status") == "completed")
         & ~pl.col("id").is_in(sorted(withheld_episodes)) & ~pl.col("series").is_in(sorted(withheld_series))
     ) if episode_table.height else episode_table
-    items = [{"series": r["series"], "id": r["id"],
-              "text": f"{r['error_file']}" + (f":{r['error_line']}" if r["error_line"] is not None else "")
-              + f" {r['error_reason']}"} for r in blocking.iter_rows(named=True)]
-    problems = [f"{i['series']}/{i['id']}: {i['text']}" for i in items]
-    return dg.AssetCheckResult(
-        passed=not problems,
-        description="every episode of the published series is valid" if not problems else
-        f"{len(problems)} invalid episode(s) in completed series: {_listing(problems)}. Fix the input, or list the "
-        f"episode or series with a reason in meta/{WITHHELD} to leave it out.",
-        metadata={"invalid": len(problems),
-                  "episodes": markdown_table(blocking, ("series", "id", "error_file", "error_line", "error_reason")),
-                  ITEMS: dg.MetadataValue.json(items)})
+    said = [said_of(r, f"{r['error_file']}" + (f":{r['error_line']}" if r["error_line"] is not None else "")
+                    + f" {r['error_reason']}") for r in blocking.iter_rows(named=True)]
+    return _by_episode(
+        "every episode of the published series is valid", said,
+        f"{len(said)} invalid episode(s) in completed series: ",
+        f"Fix the input, or list the episode or series with a reason in meta/{WITHHELD} to leave it out.",
+        invalid=len(said),
+        episodes=markdown_table(blocking, ("series", "id", "error_file", "error_line", "error_reason")))
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="No unreviewed scrub finding (e-mail, IP, leftover credential) in a published file")
 def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    items = [{"series": r["series"], "id": r["id"], "text": f"{f['file']}:{f['line']} {f['kind']}"}
-             for r in published_rows(dataset_folder, episode_table) for f in r["findings"] or [] if not f["allowed"]]
-    findings = [f"{i['id']}: {i['text']}" for i in items]
-    return dg.AssetCheckResult(
-        passed=not findings,
-        description="no unreviewed finding" if not findings else
-        f"{len(findings)} finding(s): {_listing(findings)}. Fix the input, list a reviewed finding in "
-        "meta/scrub-allow.jsonl (file, kind and value_sha256 from the manifest's scrub.findings), or withhold "
-        f"the episode in meta/{WITHHELD}.",
-        metadata={"findings": len(findings), ITEMS: dg.MetadataValue.json(items)})
+    said = [said_of(r, f"{f['file']}:{f['line']} {f['kind']}")
+            for r in published_rows(dataset_folder, episode_table) for f in r["findings"] or [] if not f["allowed"]]
+    return _by_episode(
+        "no unreviewed finding", said, f"{len(said)} finding(s): ",
+        "Fix the input, list a reviewed finding in meta/scrub-allow.jsonl (file, kind and value_sha256 from the "
+        f"manifest's scrub.findings), or withhold the episode in meta/{WITHHELD}.",
+        findings=len(said))
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="Every archive and its members have the size and sha256 their manifest lists")
 def files_match_manifests(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    problems = [p for row in published_rows(dataset_folder, episode_table)
-                for p in archive_problems(dataset_folder.root, row)]
-    return dg.AssetCheckResult(
-        passed=not problems,
-        description="every archive matches its manifest" if not problems else
-        f"{_listing(problems)}. Rebuild (vae build) to rewrite the files, or withhold the episode.")
+    said = [said_of(row, p) for row in published_rows(dataset_folder, episode_table)
+            for p in archive_problems(dataset_folder.root, row)]
+    return _by_episode("every archive matches its manifest", said, f"{len(said)} archive(s) unlike their manifest: ",
+                       "Rebuild (vae build) to rewrite the files, or withhold the episode.")
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="Every delivered video is in videos/, byte-identical")
 def delivered_videos_present(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    missing = [row["id"] for row in published_rows(dataset_folder, episode_table)
-               if row["video"] and not video_in_place(dataset_folder.root, row)]
-    return dg.AssetCheckResult(
-        passed=not missing,
-        description="every delivered video is in videos/" if not missing else
-        f"missing or different in videos/: {_listing(missing)}. Rebuild, or withhold the episode.")
+    said = [said_of(row, row["video"]) for row in published_rows(dataset_folder, episode_table)
+            if row["video"] and not video_in_place(dataset_folder.root, row)]
+    return _by_episode("every delivered video is in videos/", said,
+                       f"{len(said)} delivered video(s) missing or different in videos/: ",
+                       "Rebuild, or withhold the episode.")
 
 
 @dg.asset_check(asset=dataset_episodes,
                 description="episodes.jsonl, the archives and the manifests name the same episodes")
 def rows_and_archives_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResult:
-    problems = rows_vs_archives(dataset_folder.root)
-    return dg.AssetCheckResult(
-        passed=not problems,
-        description="rows, archives and manifests agree" if not problems else
-        f"{_listing(problems)}. Rebuild (vae build) so rows and archives are written together.")
+    return _by_episode("rows, archives and manifests agree", rows_vs_archives(dataset_folder.root), "",
+                       "Rebuild (vae build) so rows and archives are written together.")
 
 
 @dg.asset_check(asset=dataset_episodes,
                 description="episodes.jsonl and data/episodes.parquet hold the same rows")
 def jsonl_and_parquet_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResult:
-    problems = rows_files_disagree(dataset_folder.root)
-    return dg.AssetCheckResult(
-        passed=not problems,
-        description="episodes.jsonl and data/episodes.parquet hold the same rows" if not problems else
-        f"{_listing(problems)}. Rebuild (vae build) so both are written again from one frame.")
+    return _by_episode("episodes.jsonl and data/episodes.parquet hold the same rows",
+                       rows_files_disagree(dataset_folder.root), "",
+                       "Rebuild (vae build) so both are written again from one frame.")
 
 
 def _published_provenance(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> list[dict]:
@@ -166,14 +160,14 @@ def benchmark_versioned(project_meta: ProjectMeta, episode_table: pl.DataFrame) 
                 description="The episodes of each published series ran one actor: the same model, Claude Code "
                             "version (= actor.cli), tools, system prompt and tool definitions")
 def one_actor_per_series(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    problems = actor_disagreements(_published_provenance(project_meta, episode_table))
-    return dg.AssetCheckResult(
-        passed=not problems,
-        description="the episodes of every published series agree on what ran" if not problems else
-        f"{len(problems)} disagreement(s) on what ran (messages.jsonl system/init line, "
-        f"transcript/api-request-shape.json): {_listing(problems)}. Run the odd episodes again with the series' "
-        f"actor, or list them (or the series) with a reason in meta/{WITHHELD} to leave them out.",
-        metadata={"disagreements": len(problems)})
+    said = actor_disagreements(_published_provenance(project_meta, episode_table))
+    return _by_episode(
+        "the episodes of every published series agree on what ran", said,
+        f"{len(said)} disagreement(s) on what ran (messages.jsonl system/init line, "
+        "transcript/api-request-shape.json): ",
+        f"Run the odd episodes again with the series' actor, or list them (or the series) with a reason in "
+        f"meta/{WITHHELD} to leave them out.",
+        disagreements=len(said))
 
 
 PROVENANCE_CHECKS = [harness_committed, benchmark_versioned, one_actor_per_series]

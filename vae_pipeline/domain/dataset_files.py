@@ -18,6 +18,7 @@ import polars as pl
 from upath import UPath
 
 from vae_pipeline.domain.objects import listing, read_bytes
+from vae_pipeline.domain.rows import said_of
 
 ROWS_JSONL = "episodes.jsonl"
 ROWS_PARQUET = "data/episodes.parquet"
@@ -88,26 +89,28 @@ def produced_files(dataset_dir: UPath, meta_files: Iterable[str]) -> set[str]:
     return ours
 
 
-def rows_files_disagree(dataset_dir: UPath) -> list[str]:
-    """How episodes.jsonl and data/episodes.parquet differ, by episode id (empty: the same rows)."""
+def rows_files_disagree(dataset_dir: UPath) -> list[dict]:
+    """How episodes.jsonl and data/episodes.parquet differ, by episode (`said_of`; empty: the same rows)."""
     root = dataset_dir
     try:
         parquet = pl.read_parquet(io.BytesIO(read_bytes(root / ROWS_PARQUET)))
     except (OSError, pl.exceptions.PolarsError) as exc:
-        return [f"{ROWS_PARQUET}: cannot be read ({type(exc).__name__})"]
+        return [said_of(None, f"{ROWS_PARQUET}: cannot be read ({type(exc).__name__})")]
     try:
         jsonl = read_jsonl_rows(root)
     except DatasetFolderError as exc:
-        return [str(exc)]
+        return [said_of(None, str(exc))]
     # the parquet rows as the same frame would be written to JSON lines
     from_parquet = [json.loads(line) for line in parquet.write_ndjson().splitlines() if line.strip()]
     by_id_jsonl, by_id_parquet = _by_id(jsonl), _by_id(from_parquet)
-    problems = [f"{i}: only in {ROWS_JSONL}" for i in sorted(by_id_jsonl.keys() - by_id_parquet.keys())]
-    problems += [f"{i}: only in {ROWS_PARQUET}" for i in sorted(by_id_parquet.keys() - by_id_jsonl.keys())]
-    problems += [f"{i}: the row differs between {ROWS_JSONL} and {ROWS_PARQUET}"
+    problems = [said_of(by_id_jsonl[i], f"only in {ROWS_JSONL}")
+                for i in sorted(by_id_jsonl.keys() - by_id_parquet.keys())]
+    problems += [said_of(by_id_parquet[i], f"only in {ROWS_PARQUET}")
+                 for i in sorted(by_id_parquet.keys() - by_id_jsonl.keys())]
+    problems += [said_of(by_id_jsonl[i], f"the row differs between {ROWS_JSONL} and {ROWS_PARQUET}")
                  for i in sorted(by_id_jsonl.keys() & by_id_parquet.keys()) if by_id_jsonl[i] != by_id_parquet[i]]
     if len(jsonl) != len(by_id_jsonl) or len(from_parquet) != len(by_id_parquet):
-        problems.append("an episode id appears twice")
+        problems.append(said_of(None, "an episode id appears twice"))
     return problems
 
 

@@ -13,9 +13,10 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from vae_pipeline.domain.line_scrub import scrub_line
+from vae_pipeline.domain.rows import said_of
 
 REQUEST_SHAPE = "transcript/api-request-shape.json"
 VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)\Z", re.ASCII)
@@ -98,7 +99,7 @@ def minor_version(version: str | None) -> tuple[int, int] | None:
 
 # ---------------------------------------------------------------- what blocks publishing
 # Each takes the published rows (valid episodes of completed series, less what is withheld) and
-# returns one line per series and fault.
+# says what is wrong: one line per series and fault, or per odd episode.
 
 
 def _by_series(rows: Iterable[dict]) -> dict[str, list[dict]]:
@@ -139,34 +140,26 @@ def _shown(value: object, column: str = "") -> str:
     return str(value)[:12] if column == "request_shape_sha256" else str(value)  # a hash: its head is enough
 
 
-def _ids(group: Sequence[dict]) -> str:
-    ids = [row["id"] for row in group]
-    return ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
-
-
-def actor_disagreements(rows: Iterable[dict]) -> list[str]:
-    """Series whose episodes disagree on what ran (AGREED), or whose init line's
-    `claude_code_version` is not the series' `actor.cli`; each names the odd episodes (those
-    outside the largest group; every group when two tie)."""
+def actor_disagreements(rows: Iterable[dict]) -> list[dict]:
+    """The odd episodes of each series, by episode (`said_of`): outside the largest group of the
+    series on what ran (AGREED; every group when two tie), or with an init line's
+    `claude_code_version` that is not the series' `actor.cli`."""
     problems = []
-    for series, group in _by_series(rows).items():
+    for group in _by_series(rows).values():
         for column, name in AGREED.items():
             values = Counter(_key(row[column]) for row in group)
             if len(values) < 2:
                 continue
             ranked = values.most_common()
             tie = ranked[0][1] == ranked[1][1]
-            odd = ranked if tie else ranked[1:]
-            parts = [f"{_shown(value, column)} in {_ids([r for r in group if _key(r[column]) == value])}"
-                     for value, _ in odd]
-            usual = "" if tie else f" (the other {ranked[0][1]}: {_shown(ranked[0][0], column)})"
-            problems.append(f"{series}: episodes disagree on the {name}: " + "; ".join(parts) + usual)
+            odd = {value for value, _ in (ranked if tie else ranked[1:])}
+            others = "a tie: " + ", ".join(f"{_shown(value, column)} in {n}" for value, n in ranked) if tie else \
+                f"the other {ranked[0][1]}: {_shown(ranked[0][0], column)}"
+            problems += [said_of(row, f"disagrees on the {name}: {_shown(row[column], column)} ({others})")
+                         for row in group if _key(row[column]) in odd]
         cli = group[0]["actor_cli"]
-        wrong = [row for row in group if row["claude_code_version"] != cli]
-        if wrong:
-            versions = sorted({_shown(row["claude_code_version"]) for row in wrong})
-            problems.append(f"{series}: claude_code_version {', '.join(versions)} of {_ids(wrong)} is not the "
-                            f"series' actor.cli {_shown(cli)}")
+        problems += [said_of(row, f"claude_code_version {_shown(row['claude_code_version'])} is not the series' "
+                                  f"actor.cli {_shown(cli)}") for row in group if row["claude_code_version"] != cli]
     return problems
 
 

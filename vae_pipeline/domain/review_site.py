@@ -31,10 +31,10 @@ from vae_pipeline.domain.files import write_if_changed
 from vae_pipeline.domain.host import gate_report
 from vae_pipeline.domain.leaderboard_view import shown_ranks
 from vae_pipeline.domain.review_transcript import (
+    UnreadableArchive,
     each_call,
     finding_context,
     judge_answer,
-    UnreadableArchive,
     paged,
     read_archive,
     split_threads,
@@ -73,7 +73,7 @@ class CheckResult:
     about: str
     passed: bool | None
     description: str | None
-    items: list[dict] = field(default_factory=list)  # {series, id, text}: what the check names, one by one
+    items: list[dict] = field(default_factory=list)  # {series, id, text}: what it says by episode (id None: of none)
 
 
 @dataclass(frozen=True)

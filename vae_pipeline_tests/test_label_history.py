@@ -2,9 +2,12 @@
 
 import multiprocessing
 import shutil
+import tempfile
 from pathlib import Path
 
 import polars as pl
+import pytest
+from upath import UPath
 
 from vae_pipeline.assets.dataset import store_in_duckdb
 from vae_pipeline.assets.labels import LABELS_SCHEMA, label_history_view, record_labels
@@ -36,18 +39,27 @@ def _relabel(home: str, barrier, mapping: dict[str, str], calls) -> None:
             barrier.wait(timeout=60)
         return _labels(mapping, previous, "2026-12-01T00:00:00Z")
 
-    record_labels(Warehouse(path=home), SERIES, compute, "2026-12-01T00:00:00Z")
+    record_labels(Warehouse(path=home, scratch_path=tempfile.mkdtemp()), SERIES, compute, "2026-12-01T00:00:00Z")
 
 
-def test_two_processes_relabelling_the_same_series_record_each_change_once(tmp_path: Path):
-    warehouse = Warehouse(path=str(tmp_path))
+@pytest.fixture(params=["folder", "bucket"])
+def home(request, tmp_path: Path) -> str:
+    """VAE_HOME on disk, or on a bucket of the test S3 server (If-None-Match: * then decides)."""
+    if request.param == "folder":
+        return str(tmp_path)
+    request.getfixturevalue("s3_environ")  # inherited by the processes spawned below
+    return f"s3://{request.getfixturevalue('make_bucket')()}/home"
+
+
+def test_two_processes_relabelling_the_same_series_record_each_change_once(home: str, tmp_path: Path):
+    warehouse = Warehouse(path=home, scratch_path=str(tmp_path / "scratch"))
     first = {"a": "PASS", "b": "FAIL", "c": "PASS_WITH_NITS"}
     record_labels(warehouse, SERIES, lambda previous: _labels(first, previous, "2026-11-30T00:00:00Z"),
                   "2026-11-30T00:00:00Z")
     rehosted = {"a": "PASS_WITH_NITS", "b": "FAIL", "c": "PASS"}
     spawn = multiprocessing.get_context("spawn")
     barrier, calls = spawn.Barrier(2), spawn.Value("i", 0)
-    workers = [spawn.Process(target=_relabel, args=(str(tmp_path), barrier, rehosted, calls)) for _ in range(2)]
+    workers = [spawn.Process(target=_relabel, args=(home, barrier, rehosted, calls)) for _ in range(2)]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -56,8 +68,8 @@ def test_two_processes_relabelling_the_same_series_record_each_change_once(tmp_p
     # both computed from the same state; one wrote the next generation, the other computed again
     # from it (three computations) and found nothing left to record
     assert calls.value == 3
-    assert sorted(p.name for p in (tmp_path / "label_state" / SERIES).iterdir()) == ["00000001.parquet",
-                                                                                    "00000002.parquet"]
+    assert sorted(p.name for p in UPath(home, "label_state", SERIES).iterdir()) == ["00000001.parquet",
+                                                                                  "00000002.parquet"]
     with warehouse.connect() as con:
         history = con.execute(f"SELECT id, old_label, new_label FROM ({label_history_view(warehouse)}) ORDER BY id")
         assert history.fetchall() == [("a", "PASS", "PASS_WITH_NITS"), ("c", "PASS_WITH_NITS", "PASS")]

@@ -1,0 +1,222 @@
+"""The pipeline's state on object storage: VAE_HOME, the runs root and the dataset folder as
+`s3://bucket/prefix` on moto's S3 server (127.0.0.1), against the same build on disk."""
+
+import contextlib
+import io
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+import s3fs
+
+from vae_pipeline.cli.build import build
+from vae_pipeline.sample.generator import generate
+from vae_pipeline_tests.conftest import META, isolate
+from vae_pipeline_tests.object_store import OVERRIDING, aws_environ, fresh_bucket
+from vae_pipeline_tests.services import postgres_database, process, redis_prefix, wait_for
+
+pytestmark = pytest.mark.filterwarnings("ignore:Task name 'execute_plan' is already registered")
+
+BIN = Path(sys.executable).parent
+REFRESHED = re.compile(rb"Last refreshed: [^(]*\(UTC\)")
+
+
+def normalised(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The card's refresh time is the one line two builds of the same runs may differ in."""
+    return {**files, "README.md": REFRESHED.sub(b"Last refreshed: - (UTC)", files["README.md"])}
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return normalised({p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+                       if p.is_file()})
+
+
+def bucket_bytes(prefix: str) -> dict[str, bytes]:
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    names = sorted(fs.find(prefix))
+    return normalised({name[len(prefix):].lstrip("/"): fs.cat_file(name) for name in names})
+
+
+def bucket_etags(prefix: str) -> dict[str, str]:
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    return {name: info["ETag"] for name, info in fs.find(prefix, detail=True).items()}
+
+
+@pytest.fixture(scope="module")
+def s3(s3_endpoint):
+    """The AWS variables pointing every client at the test server, and a bucket, for the module."""
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's server logs every request
+    with pytest.MonkeyPatch.context() as monkeypatch, fresh_bucket(s3_endpoint) as bucket:
+        for name in OVERRIDING:
+            monkeypatch.delenv(name, raising=False)
+        for name, value in aws_environ(s3_endpoint).items():
+            monkeypatch.setenv(name, value)
+        yield {"bucket": bucket, "endpoint": s3_endpoint}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, s3):
+    """Two series of two good episodes, on disk and uploaded to the bucket as they are."""
+    sample = generate(tmp_path_factory.mktemp("runs"), META, series=2, episodes=2, seed=31, bad=False, drifted=0)
+    url = f"s3://{s3['bucket']}/runs"
+    s3fs.S3FileSystem(skip_instance_cache=True).put(f"{sample.root}/", url, recursive=True)
+    return {"sample": sample, "local": sample.root, "url": url}
+
+
+@pytest.fixture(scope="module")
+def local_build(runs, tmp_path_factory):
+    root = tmp_path_factory.mktemp("local")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        paths = isolate(root, monkeypatch)
+        summary = build(runs["local"], paths["dataset"])
+    assert summary["failed_runs"] == []
+    return {**paths, "files": folder_bytes(paths["dataset"])}
+
+
+def on_bucket(monkeypatch, root: Path, bucket: str, name: str) -> dict[str, str]:
+    """Settings for a build whose home and dataset are on the bucket; only this machine's scratch
+    folder (and its embedded instance) is on disk."""
+    isolate(root, monkeypatch)
+    paths = {"home": f"s3://{bucket}/{name}/home", "dataset": f"s3://{bucket}/{name}/dataset",
+             "scratch": str(root / "scratch")}
+    monkeypatch.setenv("VAE_HOME", paths["home"])
+    monkeypatch.setenv("VAE_SCRATCH", paths["scratch"])
+    monkeypatch.setenv("VAE_DATASET_DIR", paths["dataset"])
+    monkeypatch.setenv("DAGSTER_HOME", str(root / "dagster"))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def bucket_build(runs, s3, tmp_path_factory):
+    root = tmp_path_factory.mktemp("bucket")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        paths = on_bucket(monkeypatch, root, s3["bucket"], "one")
+        summary = build(runs["url"], paths["dataset"])
+        yield {**paths, "root": root, "summary": summary, "monkeypatch": monkeypatch}
+
+
+def test_a_build_on_a_bucket_writes_the_bytes_of_the_build_on_disk(bucket_build, local_build, runs):
+    assert bucket_build["summary"]["failed_runs"] == []
+    published = bucket_bytes(bucket_build["dataset"].removeprefix("s3://"))
+    assert published == local_build["files"]
+    # a row for every episode of the plan's completed series (from the generator, not the build)
+    rows = [json.loads(line) for line in published["episodes.jsonl"].decode().splitlines() if line.strip()]
+    sample = runs["sample"]
+    assert sorted(row["id"] for row in rows) == sorted(
+        e.episode_id for e in sample.episodes if sample.series[e.series] == "completed")
+
+
+def test_the_state_lives_on_the_bucket_and_only_the_scratch_folder_on_disk(bucket_build, runs):
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    home = bucket_build["home"].removeprefix("s3://")
+    names = {name[len(home) + 1:] for name in fs.find(home)}
+    series = sorted(runs["sample"].series)
+    # one Parquet object per asset and series, a label generation per series, staged files
+    assert {f"tables/{stage}/{s}.parquet" for stage in ("episodes", "renders", "verdicts", "labels", "bundles")
+            for s in series} <= names
+    assert {f"label_state/{s}/00000001.parquet" for s in series} <= names
+    assert len([n for n in names if n.startswith("bundles/") and n.endswith(".tar.zst")]) == len(runs["sample"].episodes)
+    # frames are saved under versioned keys with a pointer naming the version in use
+    pointers = sorted(n for n in names if n.startswith("frames/") and n.endswith(".current"))
+    assert len(pointers) == len(runs["sample"].episodes)
+    for pointer in pointers:
+        version = fs.cat_file(f"{home}/{pointer}").decode()
+        assert f"{pointer.removesuffix('.current')}@{version}/contact.jpg" in names
+    # the renders table names the versioned frames it was made with
+    renders = pl.read_parquet(io.BytesIO(fs.cat_file(f"{home}/tables/renders/{series[0]}.parquet")))
+    assert all(f"{sheet}" in names for sheet in renders["contact_sheet"].to_list())
+    # nothing named after the bucket was made on disk (a URL taken for a folder)
+    assert not list(Path.cwd().glob("s3*")) and not list(bucket_build["root"].rglob("s3:*"))
+
+
+def test_a_second_build_on_the_bucket_changes_nothing(bucket_build, runs):
+    dataset = bucket_build["dataset"].removeprefix("s3://")
+    before = bucket_etags(dataset)
+    with contextlib.redirect_stdout(io.StringIO()):
+        summary = build(runs["url"], bucket_build["dataset"])
+    assert summary["materialized"] == {}
+    assert bucket_etags(dataset) == before
+
+
+def test_duckdb_is_a_local_cache_rebuilt_from_the_objects(bucket_build, runs):
+    from vae_pipeline.storage.resources import Warehouse
+
+    other_machine = bucket_build["root"] / "another-scratch"
+    warehouse = Warehouse(path=bucket_build["home"], scratch_path=str(other_machine))
+    assert not warehouse.database.exists()
+    with warehouse.connect() as con:
+        ids = {row[0] for row in con.execute("SELECT id FROM episode_table").fetchall()}
+    assert ids == {episode.episode_id for episode in runs["sample"].episodes}
+    assert warehouse.database.is_relative_to(other_machine)
+
+
+def test_a_build_killed_mid_step_on_the_bucket_leaves_nothing_a_later_build_trusts(runs, s3, local_build,
+                                                                                    tmp_path, monkeypatch):
+    paths = on_bucket(monkeypatch, tmp_path, s3["bucket"], "killed")
+    home = paths["home"].removeprefix("s3://")
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    log = tmp_path / "build.log"
+    command = [str(BIN / "vae"), "build", "--runs", runs["url"], "--out", paths["dataset"]]
+    with log.open("wb") as out:
+        build_process = subprocess.Popen(command, env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+    deadline = time.monotonic() + 300
+    # killed once the first staged archive is on the bucket: bundles is writing, the rest is not done
+    while not fs.glob(f"{home}/bundles/**/*.tar.zst") and build_process.poll() is None:
+        assert time.monotonic() < deadline, log.read_text()
+        fs.invalidate_cache()
+        time.sleep(0.05)
+    assert build_process.poll() is None, log.read_text()
+    os.killpg(build_process.pid, signal.SIGKILL)
+    build_process.wait(30)
+    assert not fs.exists(f"{paths['dataset'].removeprefix('s3://')}/episodes.jsonl")
+    with contextlib.redirect_stdout(io.StringIO()):
+        summary = build(runs["url"], paths["dataset"])
+    assert summary["failed_runs"] == []
+    assert bucket_bytes(paths["dataset"].removeprefix("s3://")) == local_build["files"]
+
+
+def test_two_celery_workers_sharing_only_the_bucket_build_the_same_bytes(runs, s3, local_build, tmp_path,
+                                                                         monkeypatch):
+    paths = on_bucket(monkeypatch, tmp_path / "build", s3["bucket"], "celery")
+    with postgres_database() as url, redis_prefix() as prefix:
+        monkeypatch.setenv("VAE_INSTANCE", "postgres")
+        monkeypatch.setenv("DAGSTER_PG_URL", url)
+        monkeypatch.setenv("VAE_CELERY_PREFIX", prefix)
+        monkeypatch.setenv("VAE_EXECUTOR", "celery")
+        names = [f"vae-s3-{n}-{os.getpid()}" for n in (1, 2)]
+        with contextlib.ExitStack() as stack:
+            workers = []
+            for name in names:
+                # each worker its own empty folders: scratch and instance folder, nothing shared
+                machine = tmp_path / name
+                env = {**os.environ, "VAE_SCRATCH": str(machine / "scratch"), "DAGSTER_HOME": str(machine / "dagster")}
+                log = tmp_path / f"{name}.log"
+                command = [str(BIN / "vae"), "worker", "--runs", runs["url"], "--out", paths["dataset"],
+                           "--name", name, "--concurrency", "1"]
+                worker = stack.enter_context(process(command, env, log))
+                workers.append((worker, log))
+            for worker, log in workers:
+                wait_for(lambda log=log: b" ready." in log.read_bytes(), "vae worker", worker, log)
+            with contextlib.redirect_stdout(io.StringIO()):
+                summary = build(runs["url"], paths["dataset"])
+            assert all(worker.poll() is None for worker, _ in workers)
+        assert summary["failed_runs"] == []
+        with dg.DagsterInstance.get() as instance:
+            hosts = set()
+            for record in instance.get_run_records():
+                for event in instance.all_logs(record.dagster_run.run_id):
+                    if event.is_dagster_event and event.dagster_event.event_type_value == "ENGINE_EVENT" \
+                            and "Celery worker" in (event.dagster_event.engine_event_data.metadata or {}):
+                        hosts.add(event.dagster_event.engine_event_data.metadata["Celery worker"].text.split("@")[0])
+        assert hosts == set(names)  # both workers ran steps
+    assert bucket_bytes(paths["dataset"].removeprefix("s3://")) == local_build["files"]

@@ -18,11 +18,13 @@ import polars as pl
 import pytest
 import s3fs
 
+from vae_pipeline.cli import main
 from vae_pipeline.cli.build import build
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META, isolate
 from vae_pipeline_tests.object_store import OVERRIDING, aws_environ, fresh_bucket
 from vae_pipeline_tests.services import postgres_database, process, redis_prefix, wait_for
+from vae_pipeline_tests.test_publish_flow import REPO, TOKEN, hub  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore:Task name 'execute_plan' is already registered")
 
@@ -220,3 +222,30 @@ def test_two_celery_workers_sharing_only_the_bucket_build_the_same_bytes(runs, s
                         hosts.add(event.dagster_event.engine_event_data.metadata["Celery worker"].text.split("@")[0])
         assert hosts == set(names)  # both workers ran steps
     assert bucket_bytes(paths["dataset"].removeprefix("s3://")) == local_build["files"]
+
+
+def test_publish_streams_the_dataset_on_the_bucket_to_the_hub(bucket_build, runs, hub, capsys):
+    dataset = bucket_build["dataset"]
+    code = main(["publish", "--dataset", dataset, "--repo", REPO])
+    refused = capsys.readouterr().out
+    assert code == 1 and "dataset_episodes.no_scrub_findings" in refused  # the generator plants findings
+    # reviewed and accepted with `vae allow`, which reads this machine's DuckDB cache of the bucket
+    findings = set(re.findall(r"[\w.-]+/([\w.-]+): ([\w./-]+:\d+) (\w+)", refused.split("findings")[1].split("\n")[0]))
+    assert findings
+    for episode, where, kind in sorted(findings):
+        assert main(["allow", episode, where, kind, "--reason", "planted by the test's generator"]) == 0
+    capsys.readouterr()
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert build(runs["url"], dataset)["failed_runs"] == []
+    code = main(["publish", "--dataset", dataset, "--repo", REPO])
+    planned = capsys.readouterr().out
+    assert code == 0 and "new repository" in planned, planned
+    assert not hub.exists(REPO)  # a dry run sends nothing
+    code = main(["publish", "--dataset", dataset, "--repo", REPO, "--yes"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert TOKEN not in out
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    prefix = dataset.removeprefix("s3://")
+    sent = {name: body for name, body in hub.files(REPO).items() if name != ".gitattributes"}
+    assert sent == {name[len(prefix) + 1:]: fs.cat_file(name) for name in fs.find(prefix)}

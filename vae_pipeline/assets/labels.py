@@ -18,12 +18,12 @@ from vae_pipeline.assets.meta import rubric_file
 from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.assets.verdicts import answer_of
 from vae_pipeline.domain.errors import unforeseen
-from vae_pipeline.domain.objects import exists, is_local, put_new, refreshed
+from vae_pipeline.domain.objects import listing, put_new
 from vae_pipeline.domain.host import carry_history, host_verdict
 from vae_pipeline.domain.rubric import AXES, RubricError, load_rubric
 from vae_pipeline.storage.io_manager import other_series_tables, parquet_bytes, read_table
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
-from vae_pipeline.storage.resources import ProjectMeta, Warehouse
+from vae_pipeline.storage.resources import LABEL_STATE, ProjectMeta, Warehouse
 from vae_pipeline.storage.versions import series_output
 
 # The gate and rule code: bump when host.py changes how a label is computed.
@@ -82,7 +82,6 @@ def labelled(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.filter(pl.col("label_error").is_null()) if "label_error" in frame.columns else frame
 
 
-LABEL_STATE = "label_state"
 STATE_SCHEMA = {
     "series": pl.String, "id": pl.String, "label": pl.String, "rehosted_at": pl.String,
     "previous_final_label": pl.String, "changed": pl.Boolean, "old_label": pl.String,
@@ -98,11 +97,11 @@ def latest_state(warehouse: Warehouse, series: str) -> tuple[int, dict[str, dict
     """The series' last label generation: its number (0: none yet) and each episode's
     {label, rehosted_at, previous_final_label}."""
     folder = state_dir(warehouse, series)
-    files = sorted(refreshed(folder).glob("*.parquet"), key=lambda path: path.name) if exists(folder) else []
-    if not files:
+    generations = sorted(name for name in listing(folder) if "/" not in name and name.endswith(".parquet"))
+    if not generations:
         return 0, {}
-    rows = read_table(files[-1]).iter_rows(named=True)
-    return int(files[-1].stem), {r["id"]: {k: r[k] for k in ("label", "rehosted_at", "previous_final_label")}
+    rows = read_table(folder / generations[-1]).iter_rows(named=True)
+    return int(generations[-1].removesuffix(".parquet")), {r["id"]: {k: r[k] for k in ("label", "rehosted_at", "previous_final_label")}
                                  for r in rows}
 
 
@@ -135,16 +134,8 @@ def record_labels(warehouse: Warehouse, series: str, compute: Callable[[dict[str
 
 
 def label_history_view(warehouse: Warehouse) -> str | None:
-    """DuckDB SQL for the history of every label change (every generation's changed rows), or
-    None before the first label. On disk the files are named relative to VAE_HOME
-    (`Warehouse.connect` resolves them there), so a moved or copied home reads its own; on a
-    bucket they are its objects, read through the registered s3fs file system."""
-    folder = warehouse.home / LABEL_STATE
-    if not exists(folder) or not any(refreshed(folder).glob("*/*.parquet")):
-        return None
-    pattern = f"{LABEL_STATE}/*/*.parquet" if is_local(folder) else f"{folder}/*/*.parquet"
-    return ("SELECT series, id, old_label, label AS new_label, host_rubric_version, changed_at "
-            f"FROM read_parquet('{pattern}') WHERE changed")
+    """DuckDB SQL for the history of every label change (see `Warehouse.label_history_sql`)."""
+    return warehouse.label_history_sql()
 
 
 def _label_name(label: str | None) -> str:

@@ -36,7 +36,7 @@ def cmd_allow(args: argparse.Namespace) -> int:
     if not args.reason.strip():
         raise CliError("--reason must say why the finding is accepted")
     env = apply_defaults()
-    finding = finding_of(Warehouse(path=env["VAE_HOME"]), args.episode, file, int(line), args.kind)
+    finding = finding_of(Warehouse(path=env["VAE_HOME"], scratch_path=env["VAE_SCRATCH"]), args.episode, file, int(line), args.kind)
     path = Path(env["VAE_META_DIR"]) / ALLOW_LIST
     if allow_finding(path, args.episode, finding, args.reason.strip()):
         say(f"allowed {args.episode} {file}:{line} {args.kind} in {path.name}; the next `vae build` no longer blocks on it")

@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 
 from vae_pipeline.domain.files import sweep_temp_files
-from vae_pipeline.domain.objects import absolute, is_local, location, machine_folder
+from vae_pipeline.domain.objects import absolute, is_local, location, machine_folder, scratch_root
 from vae_pipeline.domain.line_scrub import scrub_line
 from vae_pipeline.domain.scrub import ScrubConfig, parse_user_names
 from vae_pipeline.engines.instance import open_instance, postgres_url, writer_lock
@@ -71,8 +71,8 @@ def run_error(result: dg.ExecuteInProcessResult) -> str:
 
 def episode_table_rows(warehouse, query: str, parameters: tuple = ()) -> list[tuple]:
     """The rows `query` selects from the warehouse's episode_table (none before the first build)."""
-    if not warehouse.database.exists():
-        return []
+    if is_local(warehouse.home) and not warehouse.database.exists():
+        return []  # never built here (on a bucket, `connect` loads this machine's cache)
     with warehouse.connect() as con:
         tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         return con.execute(query, list(parameters)).fetchall() if "episode_table" in tables else []
@@ -93,6 +93,9 @@ def recovered_instance(env: dict[str, str], *, holds_writer_lock: bool = False) 
     # leaves no temp object behind)
     folders = {machine_folder(url, env.get("VAE_SCRATCH", "")) for url in (env["VAE_HOME"], env.get("VAE_DATASET_DIR"))
                if url}
+    runs = env.get("VAE_RUNS_ROOT", "")
+    if "://" in runs:  # a bucket's files fetched here (a runs root on disk is never written)
+        folders.add(scratch_root(env.get("VAE_SCRATCH", ""), runs))
     swept = [path for folder in sorted(folders) if folder.is_dir() for path in sweep_temp_files(folder)]
     if swept:
         say(f"recovered: {len(swept)} temp file(s) of killed writes removed")

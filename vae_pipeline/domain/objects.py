@@ -13,15 +13,16 @@ are trusted (s3fs caches them). The endpoint, region and credentials are the AWS
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from upath import UPath
 
 from vae_pipeline.domain.files import (
     CHUNK,
-    atomic_writer,
     create_new,
     link_or_copy,
     sha256_stream,
@@ -59,13 +60,11 @@ def machine_folder(home: str, scratch: str = "") -> Path:
 
 
 def is_local(path: UPath) -> bool:
-    path = location(path)
-    return path.protocol in LOCAL_PROTOCOLS
+    return location(path).protocol in LOCAL_PROTOCOLS
 
 
 def local_path(path: UPath) -> Path:
-    path = location(path)
-    return Path(path.path)
+    return Path(location(path).path)
 
 
 def refreshed(path: UPath) -> UPath:
@@ -76,22 +75,37 @@ def refreshed(path: UPath) -> UPath:
     return path
 
 
-def put_bytes(path: UPath, data: bytes) -> None:
-    """Write `data` at `path` whole: readers see the old bytes or the new, never half."""
+def head(path: UPath) -> dict | None:
+    """What a bucket says of one object — `size` and `etag` — in one HEAD request (s3fs's own
+    `info` lists the prefix after a miss, to look for a folder); None when there is none."""
+    path = location(path)
+    bucket, key, _ = path.fs.split_path(path.path)
+    try:
+        answer = path.fs.call_s3("head_object", Bucket=bucket, Key=key)
+    except FileNotFoundError:
+        return None
+    return {"size": answer["ContentLength"], "etag": answer["ETag"]}
+
+
+def put_bytes(path: UPath, data: bytes) -> str | None:
+    """Write `data` at `path` whole: readers see the old bytes or the new, never half. The new
+    object's ETag (None on disk)."""
     path = location(path)
     if is_local(path):
         write_atomic(local_path(path), data)
-    else:
-        path.fs.pipe_file(path.path, data)
+        return None
+    answer = path.fs.pipe_file(path.path, data)
+    return answer.get("ETag") if isinstance(answer, dict) else etag(path)
 
 
-def put_file(path: UPath, source: Path) -> None:
-    """Put a local file's bytes at `path` whole (a hard link or copy on disk, an upload on a bucket)."""
+def put_file(path: UPath, source: Path) -> str | None:
+    """Put a local file's bytes at `path` whole (a hard link or copy on disk, an upload on a
+    bucket); the new object's ETag (None on disk)."""
     path = location(path)
     if is_local(path):
         link_or_copy(source, local_path(path))
-    else:
-        path.fs.put_file(str(source), path.path)
+        return None
+    return put_bytes(path, source.read_bytes())
 
 
 def put_new(path: UPath, data: bytes) -> bool:
@@ -108,24 +122,17 @@ def put_new(path: UPath, data: bytes) -> bool:
 
 def etag(path: UPath) -> str | None:
     """The object's ETag (None on disk, or when it is absent)."""
-    path = location(path)
     if is_local(path):
         return None
-    try:
-        return path.fs.info(path.path, refresh=True).get("ETag")
-    except FileNotFoundError:
-        return None
+    found = head(path)
+    return found["etag"] if found else None
 
 
 def put_if_match(path: UPath, data: bytes, expected: str | None) -> bool:
-    """Replace `path` only if it still holds what was read before: ETag `expected`, or absent when
-    `expected` is None; False if another writer replaced it in between (`If-Match` / `If-None-Match`).
-    On disk the pointer's writer holds the series (one run per series at a time), so a plain
-    atomic write is the same."""
+    """Replace the object `path` only if it still holds what was read before: ETag `expected`, or
+    absent when `expected` is None; False if another writer replaced it in between (`If-Match`
+    / `If-None-Match`)."""
     path = location(path)
-    if is_local(path):
-        put_bytes(path, data)
-        return True
     if expected is None:
         return put_new(path, data)
     try:
@@ -138,63 +145,63 @@ def put_if_match(path: UPath, data: bytes, expected: str | None) -> bool:
 
 
 def read_bytes(path: UPath) -> bytes:
-    path = location(path)
-    return path.read_bytes()
+    return location(path).read_bytes()
 
 
 def exists(path: UPath) -> bool:
+    """Whether the file (object) `path` is there, asked afresh."""
     path = location(path)
-    return refreshed(path).exists()
+    return local_path(path).exists() if is_local(path) else head(path) is not None
 
 
 def size_of(path: UPath) -> int:
     path = location(path)
-    return refreshed(path).stat().st_size
+    if is_local(path):
+        return local_path(path).stat().st_size
+    found = head(path)
+    if found is None:
+        raise FileNotFoundError(path.path)
+    return found["size"]
 
 
 def write_if_changed(path: UPath, data: bytes) -> bool:
     """`put_bytes` unless `path` already holds `data` (its mtime or ETag then stays); True if written."""
     path = location(path)
-    if holds(path, data):
+    if is_local(path):
+        target = local_path(path)
+        if target.exists() and target.read_bytes() == data:
+            return False
+    elif _same_bytes(head(path), len(data), lambda: hashlib.md5(data, usedforsecurity=False).hexdigest(),
+                     lambda: hashlib.sha256(data).hexdigest(), path):
         return False
     put_bytes(path, data)
     return True
 
 
-def holds(path: UPath, data: bytes) -> bool:
-    """Whether `path` holds exactly `data` (size first, then the bytes or a single-part upload's ETag)."""
-    path = location(path)
-    try:
-        if size_of(path) != len(data):
-            return False
-    except FileNotFoundError:
+def _same_bytes(found: dict | None, size: int, md5: Callable[[], str], sha256: Callable[[], str],
+                path: UPath) -> bool:
+    """Whether the object `found` (a `head`) holds bytes of this size and digest: a single-part
+    upload's ETag is the MD5 of its bytes; a multipart one's is not, so its bytes are read."""
+    if found is None or found["size"] != size:
         return False
-    tag = etag(path)
-    if tag and "-" not in tag:  # a single-part upload's ETag is the MD5 of its bytes
-        return tag.strip('"') == hashlib.md5(data, usedforsecurity=False).hexdigest()
-    return path.read_bytes() == data
+    tag = found["etag"].strip('"')
+    return tag == md5() if "-" not in tag else sha256_of(path) == sha256()
 
 
 def sha256_of(path: UPath) -> str:
-    path = location(path)
-    with path.open("rb") as handle:
+    with location(path).open("rb") as handle:
         return sha256_stream(handle)[1]
 
 
 def same_file(target: UPath, source: Path) -> bool:
     """Whether `target` holds the bytes of the local file `source` (size, then content)."""
     target = location(target)
-    try:
-        if size_of(target) != source.stat().st_size:
-            return False
-    except FileNotFoundError:
-        return False
     if is_local(target):
-        return local_path(target).samefile(source) or sha256_of(target) == _sha256_local(source)
-    tag = etag(target)
-    if tag and "-" not in tag:
-        return tag.strip('"') == _md5_local(source)
-    return sha256_of(target) == _sha256_local(source)
+        where = local_path(target)
+        return where.exists() and (where.samefile(source) or (
+            where.stat().st_size == source.stat().st_size and sha256_of(target) == _sha256_local(source)))
+    return _same_bytes(head(target), source.stat().st_size, lambda: _md5_local(source),
+                       lambda: _sha256_local(source), target)
 
 
 def _sha256_local(path: Path) -> str:
@@ -212,13 +219,12 @@ def _md5_local(path: Path) -> str:
 
 def listing(folder: UPath) -> dict[str, dict]:
     """Every file under `folder` by its name relative to it, with what the store says of it
-    (size, and ETag on a bucket), from a fresh listing; empty if there is none."""
-    folder = location(folder)
-    fs = refreshed(folder).fs
-    if not fs.exists(folder.path):
+    (size, and ETag on a bucket), from a fresh listing (one paged LIST); empty if there is none."""
+    folder = refreshed(location(folder))
+    if is_local(folder) and not local_path(folder).is_dir():
         return {}
-    return {name[len(folder.path):].lstrip("/"): info for name, info in fs.find(folder.path, detail=True).items()
-            if info.get("type") == "file"}
+    found = folder.fs.find(folder.path, detail=True)
+    return {name[len(folder.path):].lstrip("/"): info for name, info in found.items() if info.get("type") == "file"}
 
 
 def files_under(folder: UPath) -> Iterator[tuple[str, UPath]]:
@@ -229,21 +235,19 @@ def files_under(folder: UPath) -> Iterator[tuple[str, UPath]]:
 
 
 def remove(path: UPath) -> None:
-    path = location(path)
-    path.unlink(missing_ok=True)
+    location(path).unlink(missing_ok=True)
 
 
 def listed_folders(folder: UPath) -> list[str]:
     """The names of the folders (common prefixes) directly under a bucket prefix, fresh."""
-    folder = location(folder)
-    return sorted(Path(info["name"]).name for info in refreshed(folder).fs.ls(folder.path, detail=True)
+    folder = refreshed(location(folder))
+    return sorted(Path(info["name"]).name for info in folder.fs.ls(folder.path, detail=True)
                   if info.get("type") == "directory")
 
 
 def fingerprint_entries(folder: UPath) -> list[str]:
     """A line per file under a bucket prefix — name, size and ETag — for a version of what it
     holds (a bucket keeps no mtimes a writer set, and an ETag changes with the bytes)."""
-    folder = location(folder)
     return [f"{name}\0{info.get('size')}\0{info.get('ETag')}\n" for name, info in sorted(listing(folder).items())]
 
 
@@ -255,45 +259,32 @@ class Mirror:
     file is fetched again when its ETag there differs from the one it was fetched with."""
 
     def __init__(self, remote: UPath, local: Path):
-        self.remote = remote
-        self.local = local_path(remote) if is_local(remote) else local
+        self.remote = location(remote)
+        self.local = local_path(self.remote) if is_local(self.remote) else local
         self._tags = self.local.parent / f"{self.local.name}.etags"
 
     @property
     def is_remote(self) -> bool:
         return not is_local(self.remote)
 
-    def path(self, rel: str) -> Path:
-        return self.local / rel
-
-    def fetch(self, rel: str, tag: str | None = None) -> Path:
-        """The local copy of `rel`, downloaded if missing or changed (`tag`: its ETag, if known)."""
+    def fetch(self, rel: str) -> Path:
+        """The local copy of the file `rel`, downloaded if missing or changed."""
         target = self.local / rel
-        if not self.is_remote:
-            return target
-        tag = tag or etag(self.remote / rel)
-        if tag is None:
-            raise FileNotFoundError(f"{rel} is not in {self.remote.name or 'the bucket'}")
-        sidecar = self._tags / rel
-        if target.is_file() and sidecar.is_file() and sidecar.read_text() == tag:
-            return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with (self.remote / rel).open("rb") as source, atomic_writer(target, durable=False) as handle:
-            for chunk in iter(lambda: source.read(CHUNK), b""):
-                handle.write(chunk)
-        write_atomic(sidecar, tag.encode(), durable=False)
+        if self.is_remote:
+            found = head(self.remote / rel)
+            if found is None:
+                raise FileNotFoundError(f"{rel} is not in the bucket")
+            self._download({rel: found["etag"]})
         return target
 
     def sync(self, rel: str = "") -> Path:
         """The local copy of every file under `rel`, made equal to the bucket's (files gone there
-        are removed here)."""
+        are removed here); the changed ones are downloaded together."""
         folder = self.local / rel if rel else self.local
         if not self.is_remote:
             return folder
-        prefix = (self.remote / rel) if rel else self.remote
-        listed = {name: info.get("ETag") for name, info in listing(prefix).items()}
-        for name, tag in sorted(listed.items()):
-            self.fetch(f"{rel}/{name}" if rel else name, tag)
+        listed = {name: info.get("ETag") for name, info in listing(self.remote / rel if rel else self.remote).items()}
+        self._download({f"{rel}/{name}" if rel else name: tag for name, tag in listed.items()})
         if folder.is_dir():
             for path in sorted(folder.rglob("*")):
                 if path.is_file() and path.relative_to(folder).as_posix() not in listed:
@@ -302,48 +293,74 @@ class Mirror:
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
+    def _download(self, tags: dict[str, str]) -> None:
+        """Fetch the files (by name relative to the root, with their ETags on the bucket) whose
+        local copy is missing or was fetched with another ETag: into temp names, concurrently,
+        then each renamed into place with its ETag noted."""
+        stale = {rel: tag for rel, tag in tags.items() if not self._holds(rel, tag)}
+        if not stale:
+            return
+        temps = {rel: self.local / f"{rel}.{uuid.uuid4().hex[:8]}.fetching" for rel in stale}
+        for temp in temps.values():
+            temp.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.remote.fs.get([(self.remote / rel).path for rel in stale], [str(temps[rel]) for rel in stale])
+            for rel, tag in stale.items():
+                os.replace(temps[rel], self.local / rel)
+                write_atomic(self._tags / rel, tag.encode(), durable=False)
+        finally:
+            for temp in temps.values():
+                temp.unlink(missing_ok=True)
+
+    def _holds(self, rel: str, tag: str) -> bool:
+        sidecar = self._tags / rel
+        return (self.local / rel).is_file() and sidecar.is_file() and sidecar.read_text() == tag
+
     def publish(self, path: Path, rel: str | None = None) -> str:
         """Upload a file written in the local copy to its place on the bucket (`rel`, by default
         the same name), unless that already holds its bytes; its name relative to the root."""
         rel = rel or path.relative_to(self.local).as_posix()
-        if self.is_remote:
-            if not same_file(self.remote / rel, path):
-                put_file(self.remote / rel, path)
-            tag = etag(self.remote / rel)
-            if tag:
+        if self.is_remote and not same_file(self.remote / rel, path):
+            tag = put_file(self.remote / rel, path)
+            if tag and rel == path.relative_to(self.local).as_posix():
                 write_atomic(self._tags / rel, tag.encode(), durable=False)
         return rel
 
     def publish_tree(self, folder: Path) -> None:
-        """Upload every file under a local folder whose bytes the bucket does not hold yet, and
-        remove the objects under it that are no longer here (on disk: nothing to do)."""
+        """Make the bucket's copy of a local folder equal to it: the files whose bytes it does
+        not hold uploaded, the objects no longer here removed (on disk: nothing to do)."""
         if not self.is_remote:
             return
         rel = folder.relative_to(self.local).as_posix()
-        stale = set(listing(self.remote / rel))
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                self.publish(path)
-                stale.discard(path.relative_to(folder).as_posix())
-        for name in sorted(stale):
+        there = listing(self.remote / rel)
+        here = {path.relative_to(folder).as_posix(): path for path in sorted(folder.rglob("*")) if path.is_file()}
+        changed = {name: path for name, path in here.items()
+                   if not _same_bytes(_listed(there.get(name)), path.stat().st_size, lambda p=path: _md5_local(p),
+                                      lambda p=path: _sha256_local(p), self.remote / rel / name)}
+        self._upload({f"{rel}/{name}": path for name, path in changed.items()})
+        for name in sorted(set(there) - set(here)):
             remove(self.remote / rel / name)
+
+    def _upload(self, files: dict[str, Path]) -> None:
+        """Upload local files to names relative to the root, concurrently, each a single PUT."""
+        if files:
+            self.remote.fs.pipe({(self.remote / rel).path: path.read_bytes() for rel, path in files.items()})
 
     def publish_folder(self, folder: Path, version: str) -> str:
         """Make a local folder of files that belong together (frames and their labels) part of
         the root; the name to read it by.
 
         On disk it was swapped into place whole already. On a bucket, where nothing can be
-        renamed, its files go to new keys under `<name>@<version>/` and the pointer
-        `<name>.current` names that version, replaced only if no other writer replaced it since
-        it was read (`If-Match`): readers that follow the pointer, or the table naming the
-        version, never see half of one save and half of another."""
+        renamed, its files go to new keys under `<name>@<version>/` (uploaded together) and the
+        pointer `<name>.current` names that version, replaced only if no other writer replaced
+        it since it was read (`If-Match`). Readers go by the version the renders table names,
+        so they never see half of one save and half of another."""
         rel = folder.relative_to(self.local).as_posix()
         if not self.is_remote:
             return rel
         versioned = f"{rel}@{version}"
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                self.publish(path, f"{versioned}/{path.relative_to(folder).as_posix()}")
+        self._upload({f"{versioned}/{path.relative_to(folder).as_posix()}": path
+                      for path in sorted(folder.rglob("*")) if path.is_file()})
         pointer = self.remote / f"{rel}.current"
         while True:
             seen = etag(pointer)
@@ -353,3 +370,7 @@ class Mirror:
                 break
         return versioned
 
+
+def _listed(info: dict | None) -> dict | None:
+    """A listing's entry as a `head` answer."""
+    return {"size": info.get("size"), "etag": info.get("ETag", "")} if info else None

@@ -9,6 +9,7 @@ anyone pushed in between, the Hub refuses the commit instead of silently overwri
 from __future__ import annotations
 
 import hashlib
+import io
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -257,10 +258,41 @@ def _verified_add(dataset_dir: UPath, entry: PlanEntry) -> CommitOperationAdd:
     sha256 = _digest(path)[1] if exists(path) else None
     if sha256 is None or sha256 != entry.sha256:
         raise PublishError(f"{entry.path} changed since the plan: re-run the plan")
-    source = local_path(path) if is_local(path) else path.open("rb")
+    source = local_path(path) if is_local(path) else _ObjectReader(path.open("rb"))
     op = CommitOperationAdd(path_in_repo=entry.path, path_or_fileobj=source)
     op.upload_info.sha256 = bytes.fromhex(sha256)  # just verified: spares the client another read
     return op
+
+
+class _ObjectReader(io.BufferedIOBase):
+    """An object on a bucket as the binary file the Hub client takes (it reads, seeks and tells;
+    s3fs's file is not an `io.BufferedIOBase`)."""
+
+    def __init__(self, handle):
+        super().__init__()
+        self._handle = handle
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        return self._handle.read(-1 if size is None or size < 0 else size)
+
+    def read1(self, size: int = -1) -> bytes:
+        return self.read(size)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._handle.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._handle.tell()
+
+    def close(self) -> None:
+        self._handle.close()
+        super().close()
 
 
 def _http_error(err: HfHubHTTPError, what: str, api: HfApi) -> PublishError:

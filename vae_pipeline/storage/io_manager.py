@@ -19,7 +19,6 @@ import polars as pl
 from upath import UPath
 
 from vae_pipeline.domain.objects import (
-    exists,
     is_local,
     local_path,
     put_bytes,
@@ -77,12 +76,17 @@ class SeriesTables(dg.UPathIOManager):
         if not context.has_asset_partitions:
             return read_table(self.warehouse.table(key, None))
         paths = self._get_paths_for_partitions(context)
-        missing = [series for series in context.asset_partition_keys if not exists(paths[series])]
+        tables, missing = {}, []
+        for series in context.asset_partition_keys:
+            try:
+                # each series' rows carry their series, so a roll-up can join on (series, id)
+                tables[series] = _with_series(read_table(paths[series]), series)
+            except FileNotFoundError:
+                missing.append(series)
         if missing:
             raise dg.Failure(description=f"{key.to_user_string()} has not been materialized for series "
                                          f"{', '.join(missing)}: materialize it for them first")
-        # each series' rows carry their series, so a roll-up can join on (series, id)
-        return {series: _with_series(read_table(paths[series]), series) for series in context.asset_partition_keys}
+        return tables
 
 
 class ParquetTableIOManager(dg.ConfigurableIOManagerFactory):
@@ -104,10 +108,12 @@ def other_series_tables(context: dg.AssetExecutionContext, warehouse: Warehouse,
     in_run = set(context.partition_keys)
     tables, outdated = {}, []
     for series in context.instance.get_dynamic_partitions(SERIES):
-        paths = {stage: warehouse.table(dg.AssetKey(stage), series) for stage in columns}
-        if series in in_run or not all(exists(path) for path in paths.values()):
+        if series in in_run:
             continue
-        frames = {stage: read_table(path) for stage, path in paths.items()}
+        try:
+            frames = {stage: read_table(warehouse.table(dg.AssetKey(stage), series)) for stage in columns}
+        except FileNotFoundError:
+            continue
         lacking = [f"{stage}.{name}" for stage, names in columns.items() for name in names
                    if name not in frames[stage].columns]
         if lacking:

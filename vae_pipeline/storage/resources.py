@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -22,11 +23,12 @@ from vae_pipeline.domain.episode_files import (
 )
 from vae_pipeline.domain.objects import (
     Mirror,
+    etag,
     scratch_root,
-    exists,
     fingerprint_entries,
     is_local,
     listed_folders,
+    listing,
     location,
     read_bytes,
     write_if_changed,
@@ -62,8 +64,10 @@ class RunsRoot(dg.ConfigurableResource):
                     mirror.sync(child)
                     continue
                 (mirror.local / child).mkdir(parents=True, exist_ok=True)
-                if exists(mirror.remote / child / "series.json"):
+                try:
                     mirror.fetch(f"{child}/series.json")
+                except FileNotFoundError:  # a folder without one is skipped, saying so
+                    (mirror.local / child / "series.json").unlink(missing_ok=True)
         return mirror.local
 
     def series_dir(self, series_id: str) -> Path:
@@ -86,7 +90,7 @@ class RunsRoot(dg.ConfigurableResource):
 
     def holds_folder(self, rel: str) -> bool:
         mirror = self.mirror
-        return exists(mirror.remote / rel) if mirror.is_remote else (mirror.local / rel).is_dir()
+        return bool(listing(mirror.remote / rel)) if mirror.is_remote else (mirror.local / rel).is_dir()
 
     def episode_entry(self, row: dict) -> EpisodeEntry:
         """The run folder or archive a parsed `episodes` row came from (its series read before)."""
@@ -134,6 +138,9 @@ class ProjectMeta(dg.ConfigurableResource):
 def meta_problem(what: str) -> str:
     """One line saying what in the meta folder cannot be used, and which setting names the folder."""
     return f"{what} (the meta folder is set by VAE_META_DIR, by default the project's meta/)"
+
+
+LABEL_STATE = "label_state"  # the label generations: <home>/label_state/<series>/<n>.parquet
 
 
 class Warehouse(dg.ConfigurableResource):
@@ -186,7 +193,6 @@ class Warehouse(dg.ConfigurableResource):
         the registered s3fs file system (its httpfs extension is not in the wheel), and a missing
         cache is rebuilt from the stored `episode_table` table."""
         self.root.mkdir(parents=True, exist_ok=True)
-        fresh = not self.database.exists()
         search_path = self.root.resolve().as_posix().replace("'", "''")
         deadline = time.monotonic() + wait_s
         while True:
@@ -202,12 +208,39 @@ class Warehouse(dg.ConfigurableResource):
             con.execute(f"SET file_search_path = '{search_path}'")
             return con
         con.register_filesystem(self.home.fs)
+        self._refresh_cache(con)
+        return con
+
+    def _refresh_cache(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Make this machine's DuckDB cache hold the stored `episode_table` (reloaded when its
+        object's ETag is not the one the cache was loaded from) and the `label_history` view."""
         stored = self.table(dg.AssetKey("episode_table"), None)
-        if fresh and exists(stored):
-            con.register("stored", pl.read_parquet(read_bytes(stored)).to_arrow())
+        tag = etag(stored)
+        con.execute("CREATE TABLE IF NOT EXISTS cache_source (etag VARCHAR)")
+        loaded = con.execute("SELECT etag FROM cache_source").fetchall()
+        if tag is not None and loaded != [(tag,)]:
+            con.execute("BEGIN")
+            con.register("stored", pl.read_parquet(io.BytesIO(read_bytes(stored))).to_arrow())
             con.execute("CREATE OR REPLACE TABLE episode_table AS SELECT * FROM stored")
             con.unregister("stored")
-        return con
+            con.execute("DELETE FROM cache_source")
+            con.execute("INSERT INTO cache_source VALUES (?)", [tag])
+            con.execute("COMMIT")
+        history = self.label_history_sql()
+        if history is not None:
+            con.execute(f"CREATE OR REPLACE VIEW label_history AS {history}")
+
+    def label_history_sql(self) -> str | None:
+        """DuckDB SQL for the history of every label change (every generation's changed rows), or
+        None before the first label. On disk the files are named relative to VAE_HOME (`connect`
+        resolves them there), so a moved or copied home reads its own; on a bucket they are its
+        objects, read through the registered s3fs file system."""
+        folder = self.home / LABEL_STATE
+        if not any(name.endswith(".parquet") and name.count("/") == 1 for name in listing(folder)):
+            return None
+        pattern = f"{LABEL_STATE}/*/*.parquet" if is_local(folder) else f"{folder}/*/*.parquet"
+        return ("SELECT series, id, old_label, label AS new_label, host_rubric_version, changed_at "
+                f"FROM read_parquet('{pattern}') WHERE changed")
 
     @property
     def built_from(self) -> UPath:

@@ -1,0 +1,143 @@
+"""Benchmark: the sample build with its state on an S3 server vs on disk (goal: <= 1.3x), and the
+build on disk against an earlier checkout of the code (goal: <= 1.05x).
+
+    python benchmarks/bench_object_storage.py [--repeat 3] [--baseline PATH]
+
+Generates the sample runs (`vae demo`'s: 3 series of 6 episodes and the contest, good episodes
+only, since a bucket holds no links or special files), then times, alternately and each in a
+fresh process on a fresh SQLite instance:
+  1. `disk`: VAE_HOME, runs root and dataset folder on disk;
+  2. `bucket`: all three as `s3://bucket/…` on moto's server (`moto_server`, its own process,
+     on 127.0.0.1), the runs uploaded before the timing; only the scratch folder on disk;
+  3. with `--baseline PATH` (a checkout of an earlier commit, e.g. `git worktree add`), `disk`
+     with that checkout's code.
+Keeps the fastest of each, prints the times and ratios, and checks that every build wrote the
+same dataset bytes (the card's refresh time aside).
+"""
+
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+REFRESHED = re.compile(rb"Last refreshed: [^(]*\(UTC\)")
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
+               "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
+
+ONE_BUILD = """
+import json, sys, time
+from pathlib import Path
+from vae_pipeline.cli.build import build
+where = [arg if "://" in arg else Path(arg) for arg in sys.argv[1:3]]
+started = time.perf_counter()
+summary = build(*where)
+print(json.dumps({"seconds": time.perf_counter() - started, "failed": summary["failed_runs"]}))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def timed(code: Path, runs: str, out: str, env: dict[str, str]) -> float:
+    """One build in a process of its own, with the code under `code`; its seconds (imports excluded)."""
+    done = subprocess.run([sys.executable, "-c", ONE_BUILD, runs, out], env={**env, "PYTHONPATH": str(code)},
+                          capture_output=True, text=True, check=True, cwd=Path(env["VAE_SCRATCH"]).parent)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["failed"] == [], result["failed"]
+    return result["seconds"]
+
+
+def settings(root: Path, home: str, dataset: str) -> dict[str, str]:
+    root.mkdir(parents=True)
+    return {**os.environ, "VAE_HOME": home, "VAE_DATASET_DIR": dataset, "VAE_SCRATCH": str(root / "scratch"),
+            "DAGSTER_HOME": str(root / "dagster"), "VAE_META_DIR": str(PROJECT / "meta"),
+            "VAE_INSTANCE": "sqlite", "VAE_EXECUTOR": ""}
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {**files, "README.md": REFRESHED.sub(b"-", files["README.md"])}
+
+
+def bucket_bytes(fs, prefix: str) -> dict[str, bytes]:
+    files = {name[len(prefix) + 1:]: fs.cat_file(name) for name in sorted(fs.find(prefix))}
+    return {**files, "README.md": REFRESHED.sub(b"-", files["README.md"])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="a checkout of the earlier code, to time on disk too")
+    args = parser.parse_args()
+    sys.path.insert(0, str(PROJECT))
+    from vae_pipeline.sample.generator import generate
+
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    aws = {**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint}
+    os.environ.update(aws)
+    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import s3fs
+
+        fs = s3fs.S3FileSystem(skip_instance_cache=True)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                fs.mkdir("bench")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        with tempfile.TemporaryDirectory(prefix="vae-bench-s3-") as tmp:
+            scratch = Path(tmp)
+            sample = generate(scratch / "runs", PROJECT / "meta", series=3, episodes=6, seed=0, bad=False,
+                              contest=True)
+            fs.put(f"{sample.root}/", "bench/runs", recursive=True)
+            best: dict[str, float] = {}
+            outputs: dict[str, dict[str, bytes]] = {}
+            modes = ["disk", "bucket"] + (["baseline"] if args.baseline else [])
+            for round_number in range(args.repeat):
+                for mode in modes:
+                    root = scratch / f"{mode}-{round_number}"
+                    if mode == "bucket":
+                        prefix = f"bench/{round_number}"
+                        env = settings(root, f"s3://{prefix}/home", f"s3://{prefix}/dataset")
+                        seconds = timed(PROJECT, "s3://bench/runs", env["VAE_DATASET_DIR"], env)
+                        outputs[mode] = bucket_bytes(fs, f"{prefix}/dataset")
+                    else:
+                        env = settings(root, str(root / "home"), str(root / "dataset"))
+                        seconds = timed(args.baseline if mode == "baseline" else PROJECT, str(sample.root),
+                                        env["VAE_DATASET_DIR"], env)
+                        outputs[mode] = folder_bytes(root / "dataset")
+                    best[mode] = min(best.get(mode, seconds), seconds)
+                    print(f"round {round_number + 1}: {mode} {seconds:.2f} s", flush=True)
+            load = os.getloadavg()[0]
+            print(f"best of {args.repeat}: " + ", ".join(f"{mode} {best[mode]:.2f} s" for mode in modes)
+                  + f" (load average {load:.1f} on {os.cpu_count()} cpus)")
+            same = all(outputs[mode] == outputs["disk"] for mode in modes)
+            print(f"same dataset bytes in every build: {same}")
+            ratio = best["bucket"] / best["disk"]
+            print(f"bucket / disk: {ratio:.2f} (goal <= 1.3 {'✓' if ratio <= 1.3 else '✗'})")
+            if args.baseline:
+                local = best["disk"] / best["baseline"]
+                print(f"disk / earlier code on disk: {local:.2f} (goal <= 1.05 {'✓' if local <= 1.05 else '✗'})")
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+if __name__ == "__main__":
+    main()

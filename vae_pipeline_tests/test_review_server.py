@@ -196,7 +196,11 @@ def test_idle_connections_neither_exhaust_the_server_nor_stay_open(serving):
         deadline = time.monotonic() + 10
         for sock in idle:
             sock.settimeout(max(deadline - time.monotonic(), 0.1))
-            assert sock.recv(1024) == b"", "an idle connection was not closed"
+            try:
+                received = sock.recv(1024)
+            except ConnectionResetError:  # closed with a reset (a loaded machine's backlog): closed too
+                received = b""
+            assert received == b"", "an idle connection was not closed"
         assert time.monotonic() - started < 8
     finally:
         for sock in idle:

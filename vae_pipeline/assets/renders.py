@@ -119,7 +119,6 @@ def render_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, wareho
     """One series' facts, and what its materialization shows."""
     delivered = episodes.filter(pl.col("valid") & pl.col("delivered")).to_dicts()
     runs_root.series_dir(series)  # its files here (fetched when the runs root is a bucket)
-    frames_root = warehouse.root / "frames" / series
     videos_root = warehouse.root / "videos" / series
     previous = previous_analyses(warehouse, series)
     jobs, todo, rows = [], [], []
@@ -137,7 +136,8 @@ def render_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, wareho
             rows.append(previous[row["id"]])
             continue
         todo.append((row, sha, key, staged))
-        jobs.append(RenderJob(staged, sample, frames_root / row["id"], sampler_settings.jpeg_quality))
+        frames_dir = warehouse.root / warehouse.mirror.versioned(f"frames/{series}/{row['id']}", key[:16])
+        jobs.append(RenderJob(staged, sample, frames_dir, sampler_settings.jpeg_quality))
     context.log.info(f"{series}: analysing {len(jobs)} videos on {os.cpu_count()} cores ({len(rows)} unchanged)")
     # each video's decode, JPEGs and contact sheet run on a worker; results arrive in order
     shown = []
@@ -146,7 +146,7 @@ def render_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, wareho
         facts, sheet = rendered.facts, rendered.contact_sheet
         if sheet and len(shown) < CONTACT_SHEETS_SHOWN:
             shown.append(_thumbnail_markdown(row["id"], sheet))
-        frames_name = warehouse.mirror.publish_folder(sheet.parent, key[:16]) if sheet else None
+        frames_name = warehouse.mirror.publish_folder(sheet.parent) if sheet else None
         rows.append({
             "id": row["id"], "video_ok": facts["video_ok"], "video_duration_s": facts["video_duration_s"],
             "fps": facts["fps"], "width": facts["width"], "height": facts["height"],

@@ -316,13 +316,16 @@ class Mirror:
         sidecar = self._tags / rel
         return (self.local / rel).is_file() and sidecar.is_file() and sidecar.read_text() == tag
 
-    def publish(self, path: Path, rel: str | None = None) -> str:
-        """Upload a file written in the local copy to its place on the bucket (`rel`, by default
-        the same name), unless that already holds its bytes; its name relative to the root."""
-        rel = rel or path.relative_to(self.local).as_posix()
-        if self.is_remote and not same_file(self.remote / rel, path):
-            tag = put_file(self.remote / rel, path)
-            if tag and rel == path.relative_to(self.local).as_posix():
+    def publish(self, path: Path) -> str:
+        """Upload a file written in the local copy to its place on the bucket, unless that
+        already holds its bytes; its name relative to the root."""
+        rel = path.relative_to(self.local).as_posix()
+        if self.is_remote:
+            target = self.remote / rel
+            found = head(target)
+            same = _same_bytes(found, path.stat().st_size, lambda: _md5_local(path), lambda: _sha256_local(path), target)
+            tag = found["etag"] if same else put_file(target, path)
+            if tag:
                 write_atomic(self._tags / rel, tag.encode(), durable=False)
         return rel
 
@@ -342,13 +345,26 @@ class Mirror:
             remove(self.remote / rel / name)
 
     def _upload(self, files: dict[str, Path]) -> None:
-        """Upload local files to names relative to the root, concurrently, each a single PUT."""
-        if files:
-            self.remote.fs.pipe({(self.remote / rel).path: path.read_bytes() for rel, path in files.items()})
+        """Upload local files to names relative to the root, concurrently, each a single PUT; a
+        file uploaded from its own place in the local copy is noted as fetched (a single-part
+        upload's ETag is the MD5 of its bytes; where a store says otherwise, it is fetched again)."""
+        if not files:
+            return
+        data = {rel: path.read_bytes() for rel, path in files.items()}
+        self.remote.fs.pipe({(self.remote / rel).path: body for rel, body in data.items()})
+        for rel, path in files.items():
+            if path == self.local / rel:
+                tag = f'"{hashlib.md5(data[rel], usedforsecurity=False).hexdigest()}"'
+                write_atomic(self._tags / rel, tag.encode(), durable=False)
 
-    def publish_folder(self, folder: Path, version: str) -> str:
-        """Make a local folder of files that belong together (frames and their labels) part of
-        the root; the name to read it by.
+    def versioned(self, rel: str, version: str) -> str:
+        """The name to make a folder of files that belong together under (see `publish_folder`):
+        the name itself on disk, `<name>@<version>` on a bucket."""
+        return f"{rel}@{version}" if self.is_remote else rel
+
+    def publish_folder(self, folder: Path) -> str:
+        """Make a local folder of files that belong together (frames and their labels), made
+        under its `versioned` name, part of the root; the name to read it by.
 
         On disk it was swapped into place whole already. On a bucket, where nothing can be
         renamed, its files go to new keys under `<name>@<version>/` (uploaded together) and the
@@ -358,17 +374,17 @@ class Mirror:
         rel = folder.relative_to(self.local).as_posix()
         if not self.is_remote:
             return rel
-        versioned = f"{rel}@{version}"
-        self._upload({f"{versioned}/{path.relative_to(folder).as_posix()}": path
+        self._upload({f"{rel}/{path.relative_to(folder).as_posix()}": path
                       for path in sorted(folder.rglob("*")) if path.is_file()})
-        pointer = self.remote / f"{rel}.current"
+        name, version = rel.rsplit("@", 1)
+        pointer = self.remote / f"{name}.current"
         while True:
             seen = etag(pointer)
             if seen is not None and read_bytes(pointer).decode() == version:
                 break
             if put_if_match(pointer, version.encode(), seen):
                 break
-        return versioned
+        return rel
 
 
 def _listed(info: dict | None) -> dict | None:

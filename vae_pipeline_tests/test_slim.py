@@ -16,6 +16,7 @@ import shutil
 import pytest
 from PIL import Image, PngImagePlugin
 
+from vae_pipeline.domain import slim
 from vae_pipeline.domain.episode_files import read_episode_files
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.series import EpisodeEntry, discover_series, read_series_json
@@ -298,3 +299,24 @@ def test_an_image_member_too_large_to_strip_in_memory_is_refused_unread(tmp_path
         build_bundle([member], tmp_path / "a.tar.zst", config=ScrubConfig())
     assert all(size is not None and 0 < size <= 65536 for size in reads)  # only the head was read
     assert not (tmp_path / "a.tar.zst").exists()
+
+
+def _pillow_webp(raw: bytes) -> bytes:
+    """What Pillow's own WebP writer makes of an image at the contract's quality 70."""
+    out = io.BytesIO()
+    with Image.open(io.BytesIO(raw)) as image:
+        image.save(out, "WEBP", quality=70, method=slim.WEBP_METHOD)
+    return out.getvalue()
+
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA"])
+def test_a_png_screenshot_becomes_the_webp_pillow_writes_for_it_and_a_truncated_one_no_image(mode) -> None:
+    image = Image.frombytes(mode, (320, 180), random.Random(7).randbytes(320 * 180 * len(mode)))
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    png = out.getvalue()
+    store = slim.ImageStore()
+    path, mime = store.put(png)
+    assert (mime, store.files[path]) == ("image/webp", _pillow_webp(png))
+    assert store.put(png[: len(png) // 2]) is None  # neither decoder reads it: it is text, for the scrub

@@ -1,6 +1,7 @@
 """Shared fixtures: sample runs from the project's own generator, an isolated pipeline home, and
-(object_store.py) an S3 server with buckets of its own."""
+(object_store.py) an S3 server with buckets of its own; a reader's decoding of JSON escapes."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -57,6 +58,17 @@ def copy_runs(sample: SampleRun, dest: Path) -> Path:
     """A private copy of the sample runs, for tests that change them."""
     shutil.copytree(sample.root, dest, symlinks=True)
     return dest
+
+
+_READER_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def read_json_escapes(raw: bytes) -> bytes:
+    """A reader's decoding of JSON escapes (the tests' own), other bytes left as they are."""
+    def char(m: re.Match[bytes]) -> bytes:
+        code, simple = m.group(1), m.group(2)
+        return chr(int(code, 16)).encode("utf-8", "surrogatepass") if code else _READER_ESCAPES[simple.decode()].encode()
+    return re.sub(rb'\\(?:u([0-9A-Fa-f]{4})|(["\\/bfnrt]))', char, raw)
 
 
 def pytest_terminal_summary(terminalreporter):

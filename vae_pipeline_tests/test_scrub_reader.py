@@ -1,13 +1,14 @@
 """The scrub sees what a reader of the file sees: every planted credential shape caught in its
 raw, JSON-escaped (`\\u00XX` at its start, in its middle, throughout; `\\/`) and UTF-16/UTF-32
-forms, counted once, the JSON left valid and no tail of a value left behind."""
+forms, counted once, the JSON left valid and no tail of a value left behind — also one level
+deeper, in JSON text that is itself a JSON string's value (a Read or a `cat` of a `.jsonl` file:
+`\\\\u0073`, `\\\\/`, `\\\\n`)."""
 
 from __future__ import annotations
 
 import codecs
 import json
 import random
-import re
 
 import pytest
 
@@ -17,8 +18,9 @@ from vae_pipeline.domain.scrub import (
     scrub_text,
     value_sha256,
 )
-from vae_pipeline.domain.scrub_views import VIEW_BYTES, DecodedView
+from vae_pipeline.domain.scrub_views import VIEW_BYTES, DecodedView, NestedView, readings
 from vae_pipeline.sample.planted import PLANTED_KIND, planted_text, planted_values
+from vae_pipeline_tests.conftest import read_json_escapes
 
 REDACTED = [key for key, (_, action) in PLANTED_KIND.items() if action == "redact"]
 # the AWS documentation's example secret: it holds "/", which some JSON writers escape as "\/"
@@ -83,6 +85,32 @@ def test_escaped_credentials_are_redacted_once_leaving_valid_json(seed: int, how
             assert tail not in text and tail.encode() not in result.data, key
         assert f"<redacted:{PLANTED_KIND[key][0]}>" in text
     assert result.redacted == len(REDACTED)  # each value counted once, not once per reading
+    assert {f.kind for f in result.findings} == {"email", "ip_address"}
+
+
+@pytest.mark.parametrize("codec", ["utf-8", "utf-16"])
+@pytest.mark.parametrize("how", ["first", "middle", "every", "slash"])
+def test_escaped_credentials_in_json_text_inside_a_json_string_are_redacted_once(how: str, codec: str) -> None:
+    """A tool result that is the text of a `.jsonl` file the agent read: its lines' own escapes
+    are escaped once more (`\\\\u0073k-ant-…`, `\\\\/` in an AWS secret, `\\\\n` in a PEM block)."""
+    values = _values(8)
+    inner = _document(values, lambda key, value: _escaped(value, how) if key in REDACTED else json.dumps(value)[1:-1])
+    line = json.dumps({"type": "user", "message": {"content": [{"type": "tool_result", "content": inner}]}})
+    data = (line + "\n").encode(codec)
+    read = json.loads(data.decode(codec))["message"]["content"][0]["content"]
+    assert json.loads(read)["text"] == planted_text(values)
+    result = scrub_text(data, "messages.jsonl", ScrubConfig())
+    outer = result.data.decode(codec)
+    text = json.loads(json.loads(outer)["message"]["content"][0]["content"])["text"]  # both levels still valid JSON
+    once = read_json_escapes(outer.encode())
+    twice = read_json_escapes(once)
+    for key in REDACTED:
+        assert values[key] not in text, key
+        for tail in _tails(values[key]):
+            for reading in (outer.encode(), once, twice):
+                assert tail.encode() not in reading, key
+        assert f"<redacted:{PLANTED_KIND[key][0]}>" in text
+    assert result.redacted == len(REDACTED)
     assert {f.kind for f in result.findings} == {"email", "ip_address"}
 
 
@@ -192,17 +220,6 @@ def test_a_line_longer_than_one_view_is_scrubbed_across_its_pieces() -> None:
     assert result.data.count(b"\\/srv\\/www") == line.count("\\/srv\\/www")  # untouched bytes as they were
 
 
-_READER_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-
-
-def _read_escapes(raw: bytes) -> bytes:
-    """A reader's decoding of JSON escapes (the test's own), other bytes left as they are."""
-    def char(m: re.Match[bytes]) -> bytes:
-        code, simple = m.group(1), m.group(2)
-        return chr(int(code, 16)).encode("utf-8", "surrogatepass") if code else _READER_ESCAPES[simple.decode()].encode()
-    return re.sub(rb'\\(?:u([0-9A-Fa-f]{4})|(["\\/bfnrt]))', char, raw)
-
-
 def test_a_decoded_view_maps_every_stretch_back_to_the_bytes_that_spell_it() -> None:
     rng = random.Random(0)
     pieces = ["a", "z", "n", "u", "\\\\", "\\n", '\\"', "\\/", "\\u0041", "\\u00e9", "\\u2014", "\\ud83d", "\\u005c",
@@ -210,13 +227,37 @@ def test_a_decoded_view_maps_every_stretch_back_to_the_bytes_that_spell_it() -> 
     for _ in range(600):
         raw = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 16))).encode()
         view = DecodedView(raw)
-        assert view.data == _read_escapes(raw), raw
+        assert view.data == read_json_escapes(raw), raw
         for start in range(len(view.data)):
             for end in range(start + 1, len(view.data) + 1):
                 source_start, source_end = view.source_span(start, end)
-                assert view.data[start:end] in _read_escapes(raw[source_start:source_end]), (raw, start, end)
+                assert view.data[start:end] in read_json_escapes(raw[source_start:source_end]), (raw, start, end)
         if view.data:
             assert view.source_span(0, len(view.data)) == (0, len(raw))
+
+
+def test_a_nested_view_maps_every_stretch_of_its_deepest_reading_back_to_the_bytes_that_spell_it() -> None:
+    rng = random.Random(1)
+    pieces = ["a", "n", "/", "\\/", "\\u0041", "\\\\/", "\\\\u0041", "\\\\n", '\\\\\\"', "\\\\\\\\", "\\\\\\\\\\/",
+              "\\"]
+    deepest = 0
+    for _ in range(400):
+        raw = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 12))).encode()
+        levels = readings(raw)
+        view = NestedView(levels)
+        expected = raw
+        for _ in levels:
+            expected = read_json_escapes(expected)
+        assert view.data == expected, raw
+        deepest = max(deepest, len(levels))
+        for start in range(len(view.data)):
+            for end in range(start + 1, len(view.data) + 1):
+                source_start, source_end = view.source_span(start, end)
+                spelt = raw[source_start:source_end]
+                for _ in levels:
+                    spelt = read_json_escapes(spelt)
+                assert view.data[start:end] in spelt, (raw, start, end)
+    assert deepest >= 3
 
 
 def test_values_across_the_edges_of_an_escapes_stretch_are_caught_whole() -> None:

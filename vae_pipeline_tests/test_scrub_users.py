@@ -1,7 +1,9 @@
 """User names (contract 3, "The scrub"): told (several) and learnt from an episode's homes,
 replaced in paths, `user@host` prompts, `ls -l` columns (also inside JSON strings) and the CLI's
 project-folder names; any other whole word a `user` finding; one episode's names apply to all
-its files. Each shape in raw, JSON-escaped and UTF-16 forms."""
+its files. Each shape in raw, JSON-escaped and UTF-16 forms, and one level deeper: in JSON text
+that is a JSON string's value (a Read or a `cat` of a `.jsonl` file), where the rows of a
+listing are separated by `\\\\n` and a path's slashes may be written `\\\\/` or `\\\\u002f`."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from vae_pipeline.domain.scrub import (
     value_sha256,
 )
 from vae_pipeline.storage.resources import ScrubSettings
+from vae_pipeline_tests.conftest import read_json_escapes
 
 # (text holding the user "ana" or "bob", what the scrub makes of it, placeholders by kind)
 SHAPES = {
@@ -157,3 +160,118 @@ def test_error_lines_go_through_the_same_rules() -> None:
         "<home>/work/a.json: <user>@mac:~$ cat <home>-work")
     error = BadInput("-rw-r--r-- 1 ana staff 3 Oct 21 08:03 x", "not JSON")
     assert "ana" not in str(error)
+
+
+# One level deeper. The user names: `anouk` learnt from a home in another file, `bertil` and
+# `carmen` only from the double-escaped homes themselves, `vidbot` told (VAE_HARNESS_USER).
+NESTED_USERS = ("anouk", "bertil", "carmen", "vidbot")
+NESTED_PLANTED = {
+    "anouk": "anouk", "bertil": "bertil", "vidbot": "vidbot",
+    "prompt_anouk": "anouk@build:~$", "prompt_carmen": "carmen@mac:~$", "prompt_vidbot": "vidbot@ci:~$",
+    "home_bertil": "/home/bertil", "home_carmen": "/Users/carmen", "home_vidbot": "/home/vidbot",
+    "folder_carmen": "-Users-carmen", "folder_vidbot": "-home-vidbot",
+}
+# What contract 3 makes of each: user names <user>, homes (also in the project-folder form) <home>.
+NESTED_PLACED = {key: "<home>" if key.startswith(("home_", "folder_"))
+                 else value.replace(key.removeprefix("prompt_"), "<user>") for key, value in NESTED_PLANTED.items()}
+# How the read file's JSON writer spells a "/" (and an "@"): escaped once more by the log's writer.
+NESTED_SPELLINGS = {"\\/": {"/": "\\/"}, "\\u002f": {"/": "\\u002f", "@": "\\u0040"}}
+
+
+def _nested_log(v: dict[str, str]) -> list[dict]:
+    """The lines of the `.jsonl` file the agent reads, each user-named value taken from `v`."""
+    listing = (f"{v['prompt_anouk']} ls -l\ntotal 12\n"
+               f"-rw-r--r--  1 {v['anouk']}  {v['anouk']}  5120 Oct 21 08:03 index.html\n"
+               f"-rw-rw-r--  1 root  {v['bertil']}  812 Oct 21 08:04 shared.css\n"
+               f"-rw-r--r--  1 {v['vidbot']}  {v['vidbot']}  10 Oct 21 08:05 a.txt\n"
+               f"{v['prompt_carmen']} pwd\n{v['home_carmen']}/work/site\n"
+               f"{v['prompt_vidbot']} ls ~/.claude/projects\n"
+               f"{v['folder_carmen']}-work-site\n{v['folder_vidbot']}-runs-x")
+    return [
+        {"type": "system", "subtype": "init", "cwd": f"{v['home_bertil']}/src/site"},
+        {"type": "user", "toolUseResult": {"stdout": listing, "stderr": ""}},
+        {"type": "attachment",
+         "filename": f"{v['home_carmen']}/.claude/projects/{v['folder_carmen']}-work-site/x.jsonl",
+         "cache": f"/srv/{v['vidbot']}/cache", "npm": f"{v['home_vidbot']}/.npm"},
+    ]
+
+
+def _read_result(text: str) -> str:
+    """What the Read tool gives for a text file: its lines numbered, `cat -n` style."""
+    return "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(text.split("\n"), 1))
+
+
+def _read_lines(result: str) -> list[dict]:
+    return [json.loads(line.split("\t", 1)[1]) for line in result.split("\n")]
+
+
+@pytest.mark.parametrize("spelling", NESTED_SPELLINGS)
+def test_users_and_homes_in_json_text_inside_json_strings_are_replaced(tmp_path, spelling: str) -> None:
+    inner = "\n".join(json.dumps(line) for line in _nested_log(NESTED_PLANTED))
+    for char, escape in NESTED_SPELLINGS[spelling].items():
+        inner = inner.replace(char, escape)
+    read = {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_r", "content": _read_result(inner)}]}, "uuid": "u-r"}
+    cat = {"type": "user", "uuid": "u-c", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_c", "content": inner}]},
+        "toolUseResult": {"stdout": inner, "stderr": "", "interrupted": False, "isImage": False}}
+    files = {
+        "work/notes.md": b"cd /home/anouk/site\n",
+        "messages.jsonl": json.dumps(read).encode() + b"\n",
+        "transcript/session.jsonl": json.dumps(cat).encode() + b"\n",
+        "work/read.json": json.dumps(read).encode("utf-16"),
+    }
+    assert b"\\\\n-rw-r--r--  1 anouk  anouk" in files["messages.jsonl"]  # rows split by a double-escaped \n
+    assert ("\\\\" + NESTED_SPELLINGS[spelling]["/"][1:] + "home").encode() in files["messages.jsonl"]  # \\/home
+    members = [SourceMember(p, len(d), lambda d=d: io.BytesIO(d), reopenable=False) for p, d in files.items()]
+    bundle = build_bundle(members, tmp_path / "a.tar.zst", config=ScrubConfig(usernames=parse_user_names("vidbot")))
+    archive = _unpack(tmp_path / "a.tar.zst")
+    expected = _nested_log(NESTED_PLACED)
+    assert archive["work/notes.md"] == b"cd <home>/site\n"
+    assert _read_lines(json.loads(archive["messages.jsonl"])["message"]["content"][0]["content"]) == expected
+    assert _read_lines(json.loads(archive["work/read.json"].decode("utf-16"))["message"]["content"][0]["content"]) \
+        == expected
+    session = json.loads(archive["transcript/session.jsonl"])
+    for text in (session["message"]["content"][0]["content"], session["toolUseResult"]["stdout"]):
+        assert [json.loads(line) for line in text.split("\n")] == expected
+    for path, data in archive.items():
+        raw = data.decode("utf-16") if path == "work/read.json" else data.decode()
+        once = read_json_escapes(raw.encode())
+        for reading in (raw.encode(), once, read_json_escapes(once)):
+            left = reading.replace(b"<home>", b"").replace(b"<user>", b"").lower()
+            for word in (*NESTED_USERS, "home", "users"):
+                assert word.encode() not in left, (path, word, reading)
+    assert bundle.scrub["findings"] == []
+
+
+def test_the_generated_read_of_a_jsonl_file_keeps_no_user_and_no_home(sample_runs, tmp_path) -> None:
+    """The sample's subagent Reads a `.jsonl` log whose writer escapes "/": in the CLI's logs its
+    home path reads `\\\\/Users\\\\/<mac>` and its `ls -l` rows are split by `\\\\n`."""
+    plan = next(p for p in sample_runs.episodes if p.bad is None and not p.archive and p.people is not None)
+    people = plan.people
+    folder = sample_runs.root / plan.series / plan.episode_id
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    escaped_home = people.mac_home.replace("/", "\\\\/").encode()
+    holding = sorted(name for name, data in files.items() if escaped_home in data)
+    assert len(holding) == 2 and holding[0] == "messages.jsonl", holding  # and the subagent's log
+    members = [SourceMember(p, len(d), lambda d=d: io.BytesIO(d), reopenable=False) for p, d in files.items()]
+    build_bundle(members, tmp_path / "a.tar.zst", config=ScrubConfig())
+    archive = _unpack(tmp_path / "a.tar.zst")
+    # the plan's lines with the contract's placeholders for the operator's home and name
+    placed = json.dumps(people.build_log_lines).replace(people.mac_home, "<home>").replace(people.mac_user, "<user>")
+    expected = json.loads(placed)
+    assert expected[0]["cwd"] == "<home>/work/site" and "1 <user>  <user>  2048" in expected[1]["stdout"]
+    reads = []
+    for name in holding:
+        for line in archive[name].decode().splitlines():
+            entry = json.loads(line)
+            copy = entry.get("tool_use_result", entry.get("toolUseResult"))
+            if isinstance(copy, dict) and copy.get("type") == "text" and copy["file"]["filePath"].endswith(".jsonl"):
+                reads.append([json.loads(row) for row in copy["file"]["content"].splitlines()])
+                content = entry["message"]["content"][0]["content"]
+                reads.append([json.loads(row.split("\t", 1)[1]) for row in content.split("\n")])
+    assert len(reads) == 2 * len(holding) and all(read == expected for read in reads)
+    for name in holding:
+        once = read_json_escapes(archive[name])
+        for reading in (archive[name], once, read_json_escapes(once)):
+            assert people.mac_user.encode() not in reading and b"/Users/" not in reading, name

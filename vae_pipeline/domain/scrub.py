@@ -7,9 +7,10 @@ so text that holds nothing suspicious is scanned at memory-search speed and copi
 
 The scrub reads what a reader of the file reads: UTF-16 and UTF-32 text as text, and around
 each JSON escape that can spell part of a value (`\\u0073`, `\\/`) the decoded text, whose
-matches replace the escaped bytes that spell them (`scrub_views`). The user names it replaces
-are those it is told and those of the home directories it meets in the text; `learn_user_names`
-gives the latter, so that an episode's names apply to all its files.
+matches replace the escaped bytes that spell them (`scrub_views`); decoded again where it is
+JSON text inside a JSON string (`\\\\/`, `\\\\u0073`: a Read of a `.jsonl` file), deepest first.
+The user names it replaces are those it is told and those of the home directories it meets in
+the text; `learn_user_names` gives the latter, so that an episode's names apply to all its files.
 
 Nothing here ever keeps or reports a matched value: a finding carries file, line, kind and
 the sha256 of the value.
@@ -32,11 +33,12 @@ from pathlib import Path, PurePosixPath
 from vae_pipeline.domain.scrub_views import (
     VIEW_BYTES,
     DecodedView,
+    NestedView,
     Window,
     base64_is_image,
-    decoded,
     escape_start,
     escape_windows,
+    readings,
     wide_text,
     window_pieces,
 )
@@ -544,7 +546,7 @@ class _Reading:
             yield Window(start, end, bool(edges & 1), bool(edges & 2))
 
     def home_owners(self) -> set[str]:
-        """The user names of the home directories the text names, raw or escaped."""
+        """The user names of the home directories the text names, raw or escaped (at any depth)."""
         owners = _home_owners(self.buf, self.triggers, (True, True))
         for window in self.windows():
             raw = self.buf[window.start : window.end]
@@ -552,8 +554,8 @@ class _Reading:
                 continue
             for start, end in window_pieces(raw, _name_free_kinds()[1]):
                 edges = (start == 0 and window.at_line_start, end == len(raw) and window.at_line_end)
-                view = decoded(raw[start:end])
-                owners |= _home_owners(view, _TriggerHits(view), edges)
+                for level in readings(raw[start:end]):
+                    owners |= _home_owners(level.data, _TriggerHits(level.data), edges)
         return owners
 
 
@@ -667,9 +669,25 @@ def _scrub_window(raw: bytes, window: Window, kinds: tuple[Kind, ...], names: _N
 
 def _scrub_piece(piece: bytes, settled: int, edges: tuple[bool, bool], kinds: tuple[Kind, ...], names: _Names,
                  result: ScrubResult, found: dict[tuple[int, str], list[bytes]], line: int) -> tuple[bytes, int]:
-    """Every kind in order over the decoded piece; only matches spelt from before `settled` are
-    acted on. The new piece, and where what it settled now ends."""
-    view = DecodedView(piece)
+    """Every kind in order over the decoded piece, at each depth its escapes nest to, deepest
+    first (a shallower reading sees a value cut at a deeper escape, `sk-ant-…\\\\u0041…`); only
+    matches spelt from before `settled` are acted on. The new piece, and where what it settled
+    now ends."""
+    levels = readings(piece)
+    for depth in range(len(levels), 0, -1):
+        scrubbed, settled = _scrub_reading(piece, levels[:depth], settled, edges, kinds, names, result, found, line)
+        if scrubbed is not piece and depth > 1:
+            levels = readings(scrubbed, depth - 1)
+        piece = scrubbed
+    return piece, settled
+
+
+def _scrub_reading(piece: bytes, levels: list[DecodedView], settled: int, edges: tuple[bool, bool],
+                   kinds: tuple[Kind, ...], names: _Names, result: ScrubResult,
+                   found: dict[tuple[int, str], list[bytes]], line: int) -> tuple[bytes, int]:
+    """Every kind in order over one reading of the piece (`levels` deep)."""
+    depth = len(levels)
+    view = NestedView(levels)
     triggers = _TriggerHits(view.data)
     for kind in kinds:
         edits = []
@@ -686,7 +704,7 @@ def _scrub_piece(piece: bytes, settled: int, edges: tuple[bool, bool], kinds: tu
                 found.setdefault((line, kind.name), []).append(view.data[start:end])
         if edits:
             piece, settled = _spliced(piece, edits, kind.replacement, settled)
-            view = DecodedView(piece)
+            view = NestedView(readings(piece, depth))
             triggers = _TriggerHits(view.data)
     return piece, settled
 

@@ -1,9 +1,11 @@
 """What a reader of a text member sees, for the scrub (contract 3, "The scrub").
 
 A credential hides from a byte-level scan when the file spells it another way than a reader
-reads it: in UTF-16 or UTF-32, or with JSON string escapes (`\\u0073k-ant-…`, `\\/`). This
+reads it: in UTF-16 or UTF-32, or with JSON string escapes (`\\u0073k-ant-…`, `\\/`), also
+escaped once more where a JSON string holds JSON text (a Read of a `.jsonl` file: `\\\\/`). This
 module gives the scrub those readings — wide text as UTF-8 and back, stretches of escaped text
-decoded with the way back to the escaped bytes — and tells base64 images from other base64.
+decoded, as many times as they nest, with the way back to the escaped bytes — and tells base64
+images from other base64.
 """
 
 from __future__ import annotations
@@ -230,6 +232,35 @@ class DecodedView:
         else:
             source_end = raw_end[j] + end - read_end[j]
         return source_start, source_end
+
+
+# A JSON string that holds JSON text (the agent Read or `cat` a `.jsonl` file) escapes that
+# text's escapes once more: `\\\\/`, `\\\\u0073`, `\\\\n`; a log of such a log, once more again.
+# How many times a stretch is decoded, at most.
+NESTING = 4
+
+
+def readings(raw: bytes, deepest: int = NESTING) -> list[DecodedView]:
+    """`raw` decoded once, then its reading decoded again while that still holds an escape that
+    can spell part of a value (up to `deepest` times): a reader's view at each depth of nesting."""
+    levels = [DecodedView(raw)]
+    while len(levels) < deepest and b"\\" in levels[-1].data and _SPELLING_ESCAPE.search(levels[-1].data):
+        levels.append(DecodedView(levels[-1].data))
+    return levels
+
+
+class NestedView:
+    """The reading of the deepest of `levels` (each the decoding of the one before), and for any
+    stretch of it the bytes of the first level's `raw` that spell it, whole escapes included."""
+
+    def __init__(self, levels: list[DecodedView]) -> None:
+        self.levels = levels
+        self.data = levels[-1].data
+
+    def source_span(self, start: int, end: int) -> tuple[int, int]:
+        for level in reversed(self.levels):
+            start, end = level.source_span(start, end)
+        return start, end
 
 
 # ---- base64 images ----------------------------------------------------------------------

@@ -11,9 +11,10 @@ text, image and unknown blocks, `tool_use_result` with a Read image's second cop
 
 The logs also hold what real tools print about the people who ran them: two users' homes
 (`/Users/<mac>` and `/home/<linux>`), the CLI's project-folder names of those homes, `ls -l`
-listings with owner and group columns, and a shell prompt. Everything planted and every count
-the contract's rules give is tallied here as the script is written (`ScriptCounts`), from what
-the generator chose, never by reading the lines back.
+listings with owner and group columns, and a shell prompt; and, where the subagent Reads a
+`.jsonl` file, JSON text inside a JSON string, whose own escapes are escaped once more (`\\\\/`,
+`\\\\n`). Everything planted and every count the contract's rules give is tallied here as the
+script is written (`ScriptCounts`), from what the generator chose, never by reading the lines back.
 """
 
 from __future__ import annotations
@@ -105,6 +106,30 @@ class PlantedPeople:
                 f"-rw-r--r--  1 {self.linux_user}  {self.linux_user}   812 Oct 21 08:04 style.css",
                 f"drwxr-xr-x  4 {self.mac_user}  staff   128 Oct 20 17:12 {self.project_folders[0]}",
                 f"drwxr-xr-x  9 {self.mac_user}  staff   288 Oct 21 08:02 {self.project_folders[1]}")
+
+    @property
+    def build_log(self) -> str:
+        """A `.jsonl` log in the operator's site folder, which the subagent Reads."""
+        return f"{self.mac_site}/logs/build.jsonl"
+
+    @property
+    def build_log_ls(self) -> tuple[str, ...]:
+        """The `ls -l` rows that log holds: the operator's files (owner and group the mac user)."""
+        return (f"-rw-r--r--  1 {self.mac_user}  {self.mac_user}  2048 Oct 20 17:10 ref.png",
+                f"drwxr-xr-x  3 {self.mac_user}  staff    96 Oct 20 17:09 assets")
+
+    @property
+    def build_log_lines(self) -> tuple[dict, ...]:
+        """That log's lines: where the build ran (a home path) and a listing of the site folder."""
+        return ({"event": "start", "cwd": self.mac_site},
+                {"event": "ls", "stdout": "total 8\n" + "\n".join(self.build_log_ls)})
+
+    @property
+    def build_log_text(self) -> str:
+        """That log's text, from a JSON writer that escapes "/" (as PHP's json_encode does): in the
+        CLI's logs, a JSON string holding it, its home path reads `\\\\/Users\\\\/<mac>` and its rows
+        are split by `\\\\n`."""
+        return "".join(dumps(line).replace("/", "\\/") + "\n" for line in self.build_log_lines)
 
 
 def planted_people(rng: random.Random, linux_home: str, episode_id: str) -> PlantedPeople:
@@ -357,6 +382,14 @@ def image_result(image: bytes, width: int, height: int) -> tuple[list, dict]:
     return content, copy
 
 
+def text_read_result(path: str, text: str) -> tuple[str, dict]:
+    """A Read of a text file: its lines numbered (`cat -n` style), and `tool_use_result`'s copy."""
+    lines = text.splitlines()
+    numbered = "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(lines, 1))
+    return numbered, {"type": "text", "file": {"filePath": path, "content": text, "numLines": len(lines),
+                                               "startLine": 1, "totalLines": len(lines)}}
+
+
 def bash_result(stdout: str) -> tuple[str, dict]:
     return stdout, {"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False}
 
@@ -432,13 +465,16 @@ def episode_logs(rng: random.Random, *, init: ActorInit, people: PlantedPeople, 
     [projects_id] = log.response(projects, parent=task_id, streamed=False)
     log.tool_result(preview_id, preview)
     log.tool_result(projects_id, projects, parent=task_id)
+    build_log, build_log_copy = text_read_result(people.build_log, people.build_log_text)
+    step(Call("Read", {"file_path": people.build_log}, OTHER, build_log, build_log_copy), parent=task_id,
+         streamed=False)
     step(thinking(), read(f"{people.mac_site}/ref.png", pictures[2]), parent=task_id, streamed=False)
     step(bash("npx hyperframes render --quality draft", "Rendered draft.mp4", RENDER), parent=task_id, streamed=False)
     summary = "The vendored runtimes match; ref.png is the brand mark."
     step(text(summary), parent=task_id, streamed=False)
     log.tool_result(task_id, Call("Task", {}, OTHER, [text(summary)], {
         "status": "completed", "prompt": task_prompt, "agentId": log.agent_id(task_id),
-        "content": [text(summary)], "totalDurationMs": 41_234, "totalTokens": 5_120, "totalToolUseCount": 3,
+        "content": [text(summary)], "totalDurationMs": 41_234, "totalTokens": 5_120, "totalToolUseCount": 4,
         "usage": {"input_tokens": 12, "output_tokens": 610, "cache_read_input_tokens": 40_112,
                   "cache_creation_input_tokens": 2_048}}))
 

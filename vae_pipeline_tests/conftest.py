@@ -59,6 +59,20 @@ def copy_runs(sample: SampleRun, dest: Path) -> Path:
     return dest
 
 
+# The files that take longest, longest first (measured on the whole suite, `--durations`): with
+# `--dist loadfile` a file stays on one worker, so the two workers end together only if no long
+# file starts last. The other files keep their order after these (pyproject: --no-loadscope-reorder,
+# which would otherwise put the files with the most tests first, whatever their time).
+SLOWEST_FIRST = ["test_faults.py", "test_object_storage.py", "test_ui_console.py", "test_ranged_runs.py",
+                 "test_automation.py", "test_cli_anywhere.py", "test_code_location.py", "test_leaderboard_build.py",
+                 "test_build.py", "test_scale_out.py", "test_review_browser.py", "test_review_site.py"]
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests keep their order
+
+
 def pytest_terminal_summary(terminalreporter):
     """Print the counts tests record with `record_property("summary", ...)` (kills recovered...),
     after the run; xdist brings the properties back from its workers."""

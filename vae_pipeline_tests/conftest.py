@@ -1,6 +1,7 @@
 """Shared fixtures: sample runs from the project's own generator, an isolated pipeline home, and
 (object_store.py) an S3 server with buckets of its own."""
 
+import os
 import shutil
 from pathlib import Path
 
@@ -12,6 +13,21 @@ pytest_plugins = ["vae_pipeline_tests.object_store"]  # s3_endpoint, s3_environ,
 
 PROJECT = Path(__file__).resolve().parent.parent
 META = PROJECT / "meta"
+
+
+MEMORY = Path("/dev/shm")  # a tmpfs on Linux
+
+
+def pytest_configure(config):
+    """The tests' temp folders (pytest's numbered `pytest-of-USER/pytest-N`) in memory, where the
+    machine has a tmpfs: every build fsyncs what it writes and its SQLite instance commits each
+    event, and with both workers building on one shared disk those waits were most of the suite's
+    wall time (the same files and the same fsync calls; a SIGKILL, what the fault tests do, loses
+    nothing either way). An explicit --basetemp or PYTEST_DEBUG_TEMPROOT wins."""
+    if config.option.basetemp or os.environ.get("PYTEST_DEBUG_TEMPROOT"):
+        return  # also every xdist worker: its basetemp is a folder of the controller's
+    if os.access(MEMORY, os.W_OK) and f" {MEMORY} tmpfs " in Path("/proc/mounts").read_text():
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(MEMORY)
 
 
 @pytest.fixture(scope="session")

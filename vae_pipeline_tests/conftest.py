@@ -79,9 +79,9 @@ def copy_runs(sample: SampleRun, dest: Path) -> Path:
 # `--dist loadfile` a file stays on one worker, so the two workers end together only if no long
 # file starts last. The other files keep their order after these (pyproject: --no-loadscope-reorder,
 # which would otherwise put the files with the most tests first, whatever their time).
-SLOWEST_FIRST = ["test_faults.py", "test_object_storage.py", "test_ui_console.py", "test_ranged_runs.py",
-                 "test_automation.py", "test_cli_anywhere.py", "test_code_location.py", "test_leaderboard_build.py",
-                 "test_build.py", "test_scale_out.py", "test_review_browser.py", "test_review_site.py"]
+SLOWEST_FIRST = ["test_faults.py", "test_object_storage.py", "test_ui_console.py", "test_scale_out.py",
+                 "test_build.py", "test_review_browser.py", "test_cli_anywhere.py", "test_ranged_runs.py",
+                 "test_leaderboard_build.py", "test_automation.py"]
 
 
 def pytest_collection_modifyitems(items):

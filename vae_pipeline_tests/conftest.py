@@ -1,6 +1,7 @@
 """Shared fixtures: sample runs from the project's own generator, an isolated pipeline home, and
 (object_store.py) an S3 server with buckets of its own; a reader's decoding of JSON escapes."""
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -13,6 +14,21 @@ pytest_plugins = ["vae_pipeline_tests.object_store"]  # s3_endpoint, s3_environ,
 
 PROJECT = Path(__file__).resolve().parent.parent
 META = PROJECT / "meta"
+
+
+MEMORY = Path("/dev/shm")  # a tmpfs on Linux
+
+
+def pytest_configure(config):
+    """The tests' temp folders (pytest's numbered `pytest-of-USER/pytest-N`) in memory, where the
+    machine has a tmpfs: every build fsyncs what it writes and its SQLite instance commits each
+    event, and with both workers building on one shared disk those waits were most of the suite's
+    wall time (the same files and the same fsync calls; a SIGKILL, what the fault tests do, loses
+    nothing either way). An explicit --basetemp or PYTEST_DEBUG_TEMPROOT wins."""
+    if config.option.basetemp or os.environ.get("PYTEST_DEBUG_TEMPROOT"):
+        return  # also every xdist worker: its basetemp is a folder of the controller's
+    if os.access(MEMORY, os.W_OK) and f" {MEMORY} tmpfs " in Path("/proc/mounts").read_text():
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(MEMORY)
 
 
 @pytest.fixture(scope="session")
@@ -69,6 +85,20 @@ def read_json_escapes(raw: bytes) -> bytes:
         code, simple = m.group(1), m.group(2)
         return chr(int(code, 16)).encode("utf-8", "surrogatepass") if code else _READER_ESCAPES[simple.decode()].encode()
     return re.sub(rb'\\(?:u([0-9A-Fa-f]{4})|(["\\/bfnrt]))', char, raw)
+
+
+# The files that take longest, longest first (measured on the whole suite, `--durations`): with
+# `--dist loadfile` a file stays on one worker, so the two workers end together only if no long
+# file starts last. The other files keep their order after these (pyproject: --no-loadscope-reorder,
+# which would otherwise put the files with the most tests first, whatever their time).
+SLOWEST_FIRST = ["test_faults.py", "test_object_storage.py", "test_ui_console.py", "test_scale_out.py",
+                 "test_build.py", "test_review_browser.py", "test_cli_anywhere.py", "test_ranged_runs.py",
+                 "test_leaderboard_build.py", "test_automation.py"]
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests keep their order
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -94,8 +94,30 @@ def urlsplit_path(url: str) -> str:
     return re.sub(r"^[a-z]+://[^/]+", "", url).split("?")[0]
 
 
+def graphql_operation(operation: str):
+    """A predicate on responses: the server's answer to the GraphQL `operation`."""
+    return lambda r: urlsplit_path(r.url) == "/graphql" and (r.request.post_data_json or {}).get("operationName") == operation
+
+
+@pytest.fixture(scope="module")
+def nux_skipped(console, browser):  # noqa: F811 (the imported fixture)
+    """The UI's one-time "Join the Dagster community" dialog, skipped on a first visit before the
+    tests, as an operator does: it opens a second after a page loads, and when it opened over a
+    test's launch dialog on a busy machine, neither dialog took the click. The instance then
+    remembers it was seen (RecordedPage still skips it, should it come back)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(UI_TIMEOUT_MS)
+    with page.expect_response(graphql_operation("ShouldShowNux")) as shown:
+        page.goto(console["url"])
+    if shown.value.json()["data"]["shouldShowNux"]:
+        with page.expect_response(graphql_operation("SetNuxSeen")):
+            page.get_by_role("button", name="Skip", exact=True).click()
+    context.close()
+
+
 @pytest.fixture
-def ui(browser, request):
+def ui(browser, request, nux_skipped):  # noqa: F811 (the imported fixture)
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     recorded = RecordedPage(context.new_page())
     yield recorded
@@ -138,8 +160,7 @@ def wait_for_run(console: dict, run_id: str, timeout_s: float = 180) -> dg.Dagst
 
 def answer_to(page: Page, operation: str, button) -> dict:
     """Click `button` and return the data of the server's answer to the GraphQL `operation` it sends."""
-    with page.expect_response(lambda r: urlsplit_path(r.url) == "/graphql"
-                              and (r.request.post_data_json or {}).get("operationName") == operation) as response:
+    with page.expect_response(graphql_operation(operation)) as response:
         button.click()
     (data,) = response.value.json()["data"].values()
     return data

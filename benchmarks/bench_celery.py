@@ -10,13 +10,13 @@ on a fresh SQLite instance and dataset folder:
      timing, as a deployment's workers are; its concurrency is the number of cores), through
      Redis at VAE_CELERY_BROKER (default redis://127.0.0.1:6379/0) under a key prefix of its own.
 Keeps the fastest of each, prints both and the overhead (celery / in-process - 1), and checks
-that both builds wrote the same dataset bytes (the card's refresh time aside). Two cores cannot
+that both builds wrote the same dataset bytes (the contract's clock readings aside: the card's
+refresh time and `rehosted_at`). Two cores cannot
 show a speed-up: the goal is that distributing the steps costs little.
 """
 
 import argparse
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -35,15 +35,10 @@ from vae_pipeline.cli.build import build
 from vae_pipeline.cli.common import settings
 from vae_pipeline.engines.executor import DEFAULT_BROKER
 from vae_pipeline.sample.generator import generate
+from vae_pipeline_tests.dataset_bytes import published
 
 PROJECT = Path(__file__).resolve().parents[1]
 VAE = Path(sys.executable).parent / "vae"
-
-
-def dataset_bytes(folder: Path) -> dict[str, bytes]:
-    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-    files["README.md"] = re.sub(rb"Last refreshed: [^(]*\(UTC\)", b"Last refreshed: - (UTC)", files["README.md"])
-    return files
 
 
 def timed_build(runs: Path, root: Path, engine: str, prefix: str) -> tuple[float, Path]:
@@ -107,7 +102,7 @@ def main() -> int:
             keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
             if keys:
                 client.delete(*keys)
-        same = dataset_bytes(outs["in_process"]) == dataset_bytes(outs["celery"])
+        same = published(outs["in_process"]) == published(outs["celery"])
     overhead = best["celery"] / best["in_process"] - 1
     print(f"in-process {best['in_process']:.2f} s, celery (1 worker) {best['celery']:.2f} s: "
           f"overhead {overhead:+.1%} (goal <= 15 %) {'✓' if overhead <= 0.15 else '✗'}; "

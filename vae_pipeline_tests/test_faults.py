@@ -12,10 +12,8 @@ stayed; two fresh builds left the SQLite instance with two alembic heads.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import signal
 import socket
 import sqlite3
@@ -27,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
-import polars as pl
 import pytest
 
 from vae_pipeline.domain.files import TEMP_NAME
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META
+from vae_pipeline_tests.dataset_bytes import published
 from vae_pipeline_tests.services import free_port, graphql, postgres_database, query
 
 VAE = Path(sys.executable).parent / "vae"
@@ -62,33 +60,6 @@ def finish(proc: subprocess.Popen, timeout: float = BOUND) -> int | None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         return None
-
-
-# The two clock readings the contract puts in the dataset: when a label was recomputed
-# (`rehosted_at`, verdicts.md) and when the card was refreshed. Two clean builds differ there and
-# nowhere else, so they are masked before hashing (in Parquet: the column, then its rows' bytes).
-CLOCK_TEXT = [(re.compile(rb'("rehosted_at"\s*:\s*)"[^"]*"'), rb'\1"<clock>"'),
-              (re.compile(rb"Last refreshed: [0-9: -]+ \(UTC\)"), b"Last refreshed: <clock> (UTC)")]
-CLOCK_COLUMN = "rehosted_at"
-
-
-def clock_masked(path: Path) -> bytes:
-    if path.suffix == ".parquet":
-        frame = pl.read_parquet(path)
-        if CLOCK_COLUMN in frame.columns:
-            return frame.with_columns(pl.lit("<clock>").alias(CLOCK_COLUMN)).write_ndjson().encode()
-        return path.read_bytes()
-    data = path.read_bytes()
-    if path.suffix in (".json", ".jsonl", ".md"):
-        for pattern, mask in CLOCK_TEXT:
-            data = pattern.sub(mask, data)
-    return data
-
-
-def published(dataset: Path) -> dict[str, str]:
-    """Every file of the dataset folder and the sha256 of its bytes (clock readings masked)."""
-    return {p.relative_to(dataset).as_posix(): hashlib.sha256(clock_masked(p)).hexdigest()
-            for p in sorted(dataset.rglob("*")) if p.is_file()}
 
 
 def temp_leftovers(*roots: Path) -> list[str]:

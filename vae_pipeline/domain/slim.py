@@ -201,9 +201,10 @@ def _smallest(raw: bytes) -> tuple[bytes, str, str] | None:
                 has_alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
                 pixels = np.asarray(image if image.mode in ("RGB", "RGBA") else image.convert("RGBA" if has_alpha else "RGB"))
             webp = imagecodecs.webp_encode(pixels, WEBP_QUALITY, lossless=False, method=WEBP_METHOD)
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+            original = strip_metadata(raw)
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError,
+            imagecodecs.WebpError):  # libwebp refusing a picture (out of memory, a partition too big)
         return None
-    original = strip_metadata(raw)
     if len(webp) < len(original):
         return webp, "image/webp", "webp"
     return original, MIME_TYPES[kind], EXTENSIONS[kind]

@@ -320,3 +320,11 @@ def test_a_png_screenshot_becomes_the_webp_pillow_writes_for_it_and_a_truncated_
     path, mime = store.put(png)
     assert (mime, store.files[path]) == ("image/webp", _pillow_webp(png))
     assert store.put(png[: len(png) // 2]) is None  # neither decoder reads it: it is text, for the scrub
+
+
+def test_a_picture_libwebp_refuses_stays_text_and_the_episode_goes_on(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise slim.imagecodecs.WebpError("WebPEncode", 6)  # VP8_ENC_ERROR_PARTITION0_OVERFLOW
+
+    monkeypatch.setattr(slim.imagecodecs, "webp_encode", refuse)
+    assert slim.ImageStore().put(noisy_png(3)) is None

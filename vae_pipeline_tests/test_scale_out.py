@@ -5,7 +5,6 @@ import contextlib
 import io
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from vae_pipeline.domain.project import PROJECT_ROOT
 from vae_pipeline.engines.settings import apply_defaults
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META, isolate
+from vae_pipeline_tests.dataset_bytes import published
 from vae_pipeline_tests.services import (
     answers,
     free_port,
@@ -48,13 +48,6 @@ def small_runs(tmp_path_factory):
 
 def expected_materializations(series) -> set[tuple[str, str | None]]:
     return {(key, s) for key in PARTITIONED for s in series} | {(key, None) for key in UNPARTITIONED}
-
-
-def dataset_bytes(folder: Path) -> dict[str, bytes]:
-    """Every file of a dataset folder; the card's refresh time is the one line that may differ."""
-    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-    files["README.md"] = re.sub(rb"Last refreshed: [^(]*\(UTC\)", b"Last refreshed: - (UTC)", files["README.md"])
-    return files
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +149,7 @@ def test_celery_build_runs_every_step_in_the_worker_and_writes_the_same_bytes(po
             materialized = {(m.asset_key.to_user_string(), m.partition)
                             for r in records for m in _materializations(instance, r.dagster_run.run_id)}
         assert materialized == expected_materializations(small_runs.series)
-    assert dataset_bytes(paths["dataset"]) == dataset_bytes(postgres_build["dataset"])
+    assert published(paths["dataset"]) == published(postgres_build["dataset"])
 
 
 def _materializations(instance: dg.DagsterInstance, run_id: str) -> list[dg.AssetMaterialization]:

@@ -309,7 +309,6 @@ def _pillow_webp(raw: bytes) -> bytes:
     return out.getvalue()
 
 
-
 @pytest.mark.parametrize("mode", ["RGB", "RGBA"])
 def test_a_png_screenshot_becomes_the_webp_pillow_writes_for_it_and_a_truncated_one_no_image(mode) -> None:
     image = Image.frombytes(mode, (320, 180), random.Random(7).randbytes(320 * 180 * len(mode)))

@@ -1,13 +1,13 @@
 """Slimming (contract 3, "Slimming"): base64 images out of JSON/JSONL logs, stream events dropped.
 
 An image is recognised by what it decodes to, never by the key that holds it: base64 whose
-bytes are a PNG, JPEG, GIF or WebP that decodes (libspng or Pillow). An image block is replaced where it
-stands, in the text, by `{"type": "image", "mimeType": …, "path": "images/…"}`; any other string
-of 512+ base64 characters that is an image (the CLI's `tool_use_result.file.base64` copy, a
-`data:image/…;base64,` URL) is replaced by the path. Nothing else in the file is re-serialised,
-so every other byte (and every line with no image) is copied as it was. Base64 that is not an
-image (thinking signatures, an "image" block holding text) stays where it is, for the scrub to
-read as text.
+bytes are a PNG, JPEG, GIF or WebP that decodes (libspng or Pillow). An image block is replaced
+where it stands, in the text, by `{"type": "image", "mimeType": …, "path": "images/…"}`; any
+other string of 512+ base64 characters that is an image (the CLI's `tool_use_result.file.base64`
+copy, a `data:image/…;base64,` URL) is replaced by the path. Nothing else in the file is
+re-serialised, so every other byte (and every line with no image) is copied as it was. Base64
+that is not an image (thinking signatures, an "image" block holding text) stays where it is,
+for the scrub to read as text.
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def _cache_entry(entry: Path) -> tuple[bytes, str, str] | None:
 
 def _smallest(raw: bytes) -> tuple[bytes, str, str] | None:
     """WebP at quality 70, or the original bytes (their metadata stripped, with their own
-    extension) when smaller; None when Pillow does not decode the bytes as their format."""
+    extension) when smaller; None when the bytes do not decode as their format."""
     kind = image_format(raw)
     try:
         with Image.open(io.BytesIO(raw)) as image:

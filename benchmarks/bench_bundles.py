@@ -44,12 +44,12 @@ sys.path.insert(0, str(HERE))
 from bench_scrub import _caught_kinds  # noqa: E402
 
 from vae_pipeline.assets.bundles import bundle_rows  # noqa: E402
-from vae_pipeline.domain.bundle import ZSTD_LEVEL, ZSTD_WINDOW_LOG, exclusion_reason  # noqa: E402
-from vae_pipeline.domain.episode_files import episode_members  # noqa: E402
-from vae_pipeline.domain.scrub import ScrubConfig, is_text_member  # noqa: E402
-from vae_pipeline.domain.series import EpisodeEntry  # noqa: E402
-from vae_pipeline.domain import slim  # noqa: E402
-from vae_pipeline.domain.slim import ImageStore, is_slimmable, slim_member  # noqa: E402
+from vae_pipeline.domain.bundles.bundle import ZSTD_LEVEL, ZSTD_WINDOW_LOG, exclusion_reason  # noqa: E402
+from vae_pipeline.domain.episodes.episode_files import episode_members  # noqa: E402
+from vae_pipeline.domain.scrub.texts import ScrubConfig, is_text_member  # noqa: E402
+from vae_pipeline.domain.episodes.series import EpisodeEntry  # noqa: E402
+from vae_pipeline.domain.bundles import slim  # noqa: E402
+from vae_pipeline.domain.bundles.slim import ImageStore, is_slimmable, slim_member  # noqa: E402
 from vae_pipeline.sample.generator import HARNESS_HOST, HARNESS_USER, generate  # noqa: E402
 from vae_pipeline.storage.resources import RunsRoot, Warehouse  # noqa: E402
 

@@ -43,9 +43,9 @@ import numpy as np
 import simplejpeg
 from av.video.reformatter import Interpolation, VideoReformatter
 
-from vae_pipeline.domain.renders import RenderJob, iter_renders, take_frames, write_outputs
-from vae_pipeline.domain.sampler import encode_frame, sample_times
-from vae_pipeline.domain.video_facts import rgbx_array
+from vae_pipeline.domain.video.renders import RenderJob, iter_renders, take_frames, write_outputs
+from vae_pipeline.domain.video.sampler import encode_frame, sample_times
+from vae_pipeline.domain.video.video_facts import rgbx_array
 from vae_pipeline.sample.generator import HD_FPS, HD_SIZES
 from vae_pipeline.sample.video import write_video
 
@@ -155,8 +155,8 @@ _ONE_CLIP = """
 import sys
 from functools import partial
 from pathlib import Path
-from vae_pipeline.domain.renders import RenderJob, take_frames, write_outputs
-from vae_pipeline.domain.sampler import sample_times
+from vae_pipeline.domain.video.renders import RenderJob, take_frames, write_outputs
+from vae_pipeline.domain.video.sampler import sample_times
 if sys.argv[1] == "ours":
     job = RenderJob(Path(sys.argv[2]), partial(sample_times, brief={brief!r}), Path(sys.argv[3]), {quality})
     write_outputs(job, take_frames(job, decoder_threads=1))
@@ -210,8 +210,8 @@ import sys
 import av
 import numpy as np
 import simplejpeg
-from vae_pipeline.domain.sampler import encode_frame
-from vae_pipeline.domain.video_facts import rgbx_array
+from vae_pipeline.domain.video.sampler import encode_frame
+from vae_pipeline.domain.video.video_facts import rgbx_array
 with av.open(sys.argv[2]) as container:
     stream = container.streams.video[0]
     stream.thread_count = 1

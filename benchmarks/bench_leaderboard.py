@@ -41,7 +41,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vae_pipeline.domain.leaderboard import (  # noqa: E402
+from vae_pipeline.domain.leaderboard.ratings import (  # noqa: E402
     JUDGMENT_SCHEMA,
     OVERALL,
     PAIRWISE_AXES,
@@ -52,7 +52,7 @@ from vae_pipeline.domain.leaderboard import (  # noqa: E402
     pairwise_battles,
     rate,
 )
-from vae_pipeline.domain.rubric import AXES as SCORE_AXES  # noqa: E402
+from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES  # noqa: E402
 
 
 def make_input(models: int, briefs: int, samples: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_scrub import _line_pool, _screenshot  # noqa: E402
 
-from vae_pipeline.domain.bundle import ZSTD_LEVEL, ZSTD_WINDOW_LOG  # noqa: E402
+from vae_pipeline.domain.bundles.bundle import ZSTD_LEVEL, ZSTD_WINDOW_LOG  # noqa: E402
 from vae_pipeline.sample.planted import planted_text, planted_values  # noqa: E402
 
 GOAL_MB = 400
@@ -99,10 +99,10 @@ def generate_episode(folder: Path, node_modules_mb: float, transcripts_mb: float
 
 def pack_child(folder: Path, target: Path) -> None:
     """In the child process: pack the folder as the `bundles` asset does, print what it made."""
-    from vae_pipeline.domain.bundle import build_bundle
-    from vae_pipeline.domain.episode_files import episode_members
-    from vae_pipeline.domain.scrub import ScrubConfig
-    from vae_pipeline.domain.series import EpisodeEntry
+    from vae_pipeline.domain.bundles.bundle import build_bundle
+    from vae_pipeline.domain.episodes.episode_files import episode_members
+    from vae_pipeline.domain.scrub.texts import ScrubConfig
+    from vae_pipeline.domain.episodes.series import EpisodeEntry
 
     entry = EpisodeEntry(folder.name, folder.name, folder, False)
     bundle = build_bundle(episode_members(entry, size_limit=None), target, config=ScrubConfig(),

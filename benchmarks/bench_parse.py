@@ -42,9 +42,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from vae_pipeline.domain.episode import parse_episode
-from vae_pipeline.domain.json_schema import SchemaValidator
-from vae_pipeline.domain.series import EpisodeEntry, discover_series, episode_entries
+from vae_pipeline.domain.episodes.episode import parse_episode
+from vae_pipeline.domain.episodes.json_schema import SchemaValidator
+from vae_pipeline.domain.episodes.series import EpisodeEntry, discover_series, episode_entries
 from vae_pipeline.sample.generator import generate, load_briefs
 
 PROJECT = Path(__file__).resolve().parents[1]

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import polars as pl
 
-from vae_pipeline.domain.review_site import CheckResult, SiteInputs, render_site
-from vae_pipeline.domain.rubric import load_rubric, rubric_in_force
+from vae_pipeline.domain.review.site import CheckResult, SiteInputs, render_site
+from vae_pipeline.domain.verdicts.rubric import load_rubric, rubric_in_force
 
 PROJECT = Path(__file__).resolve().parents[1]
 META = PROJECT / "meta"

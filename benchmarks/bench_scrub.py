@@ -31,7 +31,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, learn_user_names, scrub_text  # noqa: E402
+from vae_pipeline.domain.scrub.texts import ScrubConfig, is_text_member, learn_user_names, scrub_text  # noqa: E402
 from vae_pipeline.sample.planted import PLANTED_KIND, planted_text, planted_values  # noqa: E402
 
 WORDS = (

@@ -11,7 +11,7 @@ import pytest
 
 from vae_pipeline.cli import main
 from vae_pipeline.cli.build import build
-from vae_pipeline.domain.rows import DATASET_COLUMNS
+from vae_pipeline.domain.dataset.rows import DATASET_COLUMNS
 from vae_pipeline_tests.conftest import copy_runs
 
 # contract 1's bad-input kinds as the generator plants them -> (file, words of the reason);

@@ -14,11 +14,11 @@ import pytest
 import zstandard
 from PIL import Image
 
-from vae_pipeline.domain.bundle import Bundle, build_bundle, exclusion_reason
-from vae_pipeline.domain.episode_files import SourceMember
+from vae_pipeline.domain.bundles.bundle import Bundle, build_bundle, exclusion_reason
+from vae_pipeline.domain.episodes.episode_files import SourceMember
 from vae_pipeline.domain.files import write_atomic
-from vae_pipeline.domain.scrub import ScrubConfig, is_text_member
-from vae_pipeline.domain.slim import ImageStore, slim_member
+from vae_pipeline.domain.scrub.texts import ScrubConfig, is_text_member
+from vae_pipeline.domain.bundles.slim import ImageStore, slim_member
 from vae_pipeline.sample.planted import PLANTED_KIND, planted_text, planted_values
 
 TEXT_MEMBERS = [

@@ -14,15 +14,15 @@ import pytest
 import zstandard
 from PIL import Image
 
-from vae_pipeline.domain import slim
-from vae_pipeline.domain.bundle import ZSTD_LEVEL, ZSTD_WINDOW_LOG, build_bundle, exclusion_reason
-from vae_pipeline.domain.episode_files import SourceMember, archive_digests, episode_members, read_episode_files
+from vae_pipeline.domain.bundles import slim
+from vae_pipeline.domain.bundles.bundle import ZSTD_LEVEL, ZSTD_WINDOW_LOG, build_bundle, exclusion_reason
+from vae_pipeline.domain.episodes.episode_files import SourceMember, archive_digests, episode_members, read_episode_files
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import CHUNK
-from vae_pipeline.domain.image_bytes import image_format, strip_metadata
-from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, scrub_text
-from vae_pipeline.domain.series import EpisodeEntry
-from vae_pipeline.domain.slim import ImageStore, slim_member
+from vae_pipeline.domain.bundles.image_bytes import image_format, strip_metadata
+from vae_pipeline.domain.scrub.texts import ScrubConfig, is_text_member, scrub_text
+from vae_pipeline.domain.episodes.series import EpisodeEntry
+from vae_pipeline.domain.bundles.slim import ImageStore, slim_member
 from vae_pipeline.sample.generator import HARNESS_HOST, HARNESS_USER
 from vae_pipeline_tests.test_bundle import pack
 

@@ -6,7 +6,7 @@ import duckdb
 import pytest
 from huggingface_hub import DatasetCard
 
-from vae_pipeline.domain.rows import DATASET_COLUMNS
+from vae_pipeline.domain.dataset.rows import DATASET_COLUMNS
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from vae_pipeline.domain.episode import parse_episode
+from vae_pipeline.domain.episodes.episode import parse_episode
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.json_schema import SchemaValidator
-from vae_pipeline.domain.series import discover_series, episode_entries, read_series_json
+from vae_pipeline.domain.episodes.json_schema import SchemaValidator
+from vae_pipeline.domain.episodes.series import discover_series, episode_entries, read_series_json
 
 META = Path(__file__).resolve().parent.parent / "meta"
 BRIEF = json.loads((META / "brief-bank-v1.jsonl").read_text().splitlines()[0])

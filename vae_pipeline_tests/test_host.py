@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.host import carry_history, gates_failed, host_verdict
-from vae_pipeline.domain.judge import parse_judge
-from vae_pipeline.domain.rubric import load_rubric
+from vae_pipeline.domain.verdicts.host import carry_history, gates_failed, host_verdict
+from vae_pipeline.domain.verdicts.judge import parse_judge
+from vae_pipeline.domain.verdicts.rubric import load_rubric
 
 META = Path(__file__).resolve().parents[1] / "meta"
 V12 = load_rubric(META / "rubric-v1.2.json")

@@ -25,8 +25,8 @@ import duckdb
 import pytest
 from PIL import Image
 
-from vae_pipeline.domain.renders import RenderJob, iter_renders
-from vae_pipeline.domain.video_facts import analyse_video
+from vae_pipeline.domain.video.renders import RenderJob, iter_renders
+from vae_pipeline.domain.video.video_facts import analyse_video
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META
 

@@ -1,6 +1,6 @@
 """The package's rooms and the import rules between them, read from the source (every import,
-also those inside functions): a domain module that imports Dagster, or a room that imports one
-above it, fails here."""
+also those inside functions): a domain module that imports Dagster, a room that imports one
+above it, or a stage of `domain/` that imports a later stage of the lineage, fails here."""
 
 from __future__ import annotations
 
@@ -25,10 +25,28 @@ ALLOWED = {
 }
 DAGSTER_FREE = {"domain", "sample"}
 
+# `domain/`'s stages in lineage order: each imports only the shared modules at `domain/`'s top,
+# the scrub (which every stage applies to what enters it) and the stages before it. The shared
+# modules import only each other and the scrub.
+SHARED = {"", "scrub"}
+STAGES = ["episodes", "video", "verdicts", "bundles", "leaderboard", "dataset", "review"]
+
 
 def room_of(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
+
+
+def stage_of(module: str) -> str:
+    """A domain module's stage: its folder under `domain/`, or "" for a shared module at the top."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and (PACKAGE / "domain" / parts[2]).is_dir() else ""
+
+
+def stage_allows(here: str, there: str) -> bool:
+    if there in SHARED or here == there:
+        return True
+    return here in STAGES and there in STAGES and STAGES.index(there) < STAGES.index(here)
 
 
 def module_name(path: Path) -> str:
@@ -72,6 +90,10 @@ def violations(files: list[Path], read=imports_of) -> list[str]:
             there = room_of(name)
             if there != here and there not in ALLOWED[here]:
                 problems.append(f"{path.name}:{line}: {here} imports {there} ({name})")
+            if here == there == "domain":
+                stage, other = stage_of(module_name(path)), stage_of(name)
+                if not stage_allows(stage, other):
+                    problems.append(f"{path.name}:{line}: domain/{stage or '(top)'} imports domain/{other} ({name})")
     return problems
 
 
@@ -85,11 +107,22 @@ def test_every_import_follows_the_rules() -> None:
     assert violations(sources()) == []
 
 
+def test_domain_holds_only_shared_modules_and_stage_folders() -> None:
+    domain = PACKAGE / "domain"
+    folders = sorted(p.name for p in domain.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders == sorted(SHARED - {""} | set(STAGES))
+
+
 @pytest.mark.parametrize(("room", "line", "expected"), [
     ("domain", "import dagster as dg", "domain imports dagster"),
     ("domain", "from vae_pipeline.storage.resources import Warehouse", "domain imports storage"),
     ("assets", "from vae_pipeline.cli.build import build", "assets imports cli"),
     ("storage", "def f():\n    from vae_pipeline.assets import ASSETS\n", "storage imports assets"),
+    ("domain/episodes", "from vae_pipeline.domain.bundles.slim import IMAGE_DIR", "domain/episodes imports domain/bundles"),
+    ("domain", "from vae_pipeline.domain.video.sampler import write_frames", "domain/(top) imports domain/video"),
+    ("domain/scrub", "def f():\n    from vae_pipeline.domain.review.site import render\n",
+     "domain/scrub imports domain/review"),
+    ("domain/verdicts", "from vae_pipeline.domain.dataset.card import card", "domain/verdicts imports domain/dataset"),
 ])
 def test_the_rules_catch_a_planted_breach(tmp_path, room, line, expected) -> None:
     planted = PACKAGE / room / "planted_breach.py"  # never written: its text is read from tmp_path

@@ -12,8 +12,8 @@ from huggingface_hub import DatasetCard
 
 from vae_pipeline.cli import main
 from vae_pipeline.cli.build import build
-from vae_pipeline.domain.leaderboard import PAIRWISE_AXES
-from vae_pipeline.domain.rubric import AXES as SCORE_AXES
+from vae_pipeline.domain.leaderboard.ratings import PAIRWISE_AXES
+from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META, isolate
 

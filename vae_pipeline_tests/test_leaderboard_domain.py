@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from vae_pipeline.domain.leaderboard import (
+from vae_pipeline.domain.leaderboard.ratings import (
     JUDGMENT_SCHEMA,
     Entrant,
     combine_orders,
@@ -21,7 +21,7 @@ from vae_pipeline.domain.leaderboard import (
     read_judgments,
     read_votes,
 )
-from vae_pipeline.domain.rubric import AXES as SCORE_AXES
+from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
 
 
 def wins_matrix(results: list[tuple[int, int, float]], m: int) -> np.ndarray:
@@ -244,7 +244,7 @@ def test_judge_agreement_by_hand():
 
 
 def test_runs_are_ranked_within_the_newest_benchmark_minor_version():
-    from vae_pipeline.domain.leaderboard import (
+    from vae_pipeline.domain.leaderboard.ratings import (
         HARNESS_ERROR,
         NO_MODEL,
         NO_VERSION,
@@ -253,7 +253,7 @@ def test_runs_are_ranked_within_the_newest_benchmark_minor_version():
         ranked_version,
         unranked_series,
     )
-    from vae_pipeline.domain.leaderboard_view import leaderboard_section
+    from vae_pipeline.domain.leaderboard.tables import leaderboard_section
 
     entrants = pl.DataFrame([
         # series, model, harness_error, benchmark_version

@@ -922,7 +922,7 @@ def failing_world(tmp_path_factory) -> FailingWorld:
         "cli": [View(what, text.encode()) for what, text in cli]
         + [View(f"vae build --summary {p.name}", p.read_bytes()) for p in summaries],
     }
-    # a folder named after a key is called by the sha256 of its name (domain/series.py)
+    # a folder named after a key is called by the sha256 of its name (domain/episodes/series.py)
     by_key = "redacted-" + hashlib.sha256(values["folder"]["anthropic"].encode()).hexdigest()[:12]
     bad_ids = sorted(["broken-line-s9", "member-name-s9", by_key])
     return FailingWorld(values, bad_ids, cli, codes, [json.loads(p.read_text()) for p in summaries], statuses,

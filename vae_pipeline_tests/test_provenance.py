@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 
 from vae_pipeline.cli import main
-from vae_pipeline.domain.messages import count_messages
-from vae_pipeline.domain.provenance import (
+from vae_pipeline.domain.episodes.messages import count_messages
+from vae_pipeline.domain.episodes.provenance import (
     actor_disagreements,
     actor_facts,
     minor_version,
@@ -20,9 +20,9 @@ from vae_pipeline.domain.provenance import (
     uncommitted_series,
     unversioned_series,
 )
-from vae_pipeline.domain.review_site import SITE_DIR
-from vae_pipeline.domain.rows import DATASET_COLUMNS
-from vae_pipeline.domain.series import episode_entries
+from vae_pipeline.domain.review.site import SITE_DIR
+from vae_pipeline.domain.dataset.rows import DATASET_COLUMNS
+from vae_pipeline.domain.episodes.series import episode_entries
 from vae_pipeline.sample.generator import ODD_ACTOR_MODEL
 
 CHECKS = ("harness_committed", "benchmark_versioned", "one_actor_per_series")

@@ -13,7 +13,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 
-from vae_pipeline.domain.publish import (
+from vae_pipeline.domain.dataset.publish import (
     PlanEntry,
     PublishError,
     execute_plan,
@@ -388,7 +388,7 @@ STRAYS = {
 
 
 def test_the_plan_sends_only_what_the_pipeline_produced(hub, api, tmp_path):
-    from vae_pipeline.domain.dataset_files import produced_files
+    from vae_pipeline.domain.dataset.dataset_files import produced_files
 
     root = tmp_path / "dataset"
     ours = pipeline_folder(root, ["ep-1", "ep-2"])
@@ -420,7 +420,7 @@ def test_the_plan_sends_only_what_the_pipeline_produced(hub, api, tmp_path):
 
 
 def test_a_produced_file_missing_from_the_folder_stops_the_plan(tmp_path):
-    from vae_pipeline.domain.dataset_files import DatasetFolderError, produced_files
+    from vae_pipeline.domain.dataset.dataset_files import DatasetFolderError, produced_files
 
     root = tmp_path / "dataset"
     pipeline_folder(root, ["ep-1"])
@@ -433,7 +433,7 @@ def test_a_produced_file_missing_from_the_folder_stops_the_plan(tmp_path):
 def test_rows_in_jsonl_and_parquet_must_agree(tmp_path):
     import polars as pl
 
-    from vae_pipeline.domain.dataset_files import rows_files_disagree
+    from vae_pipeline.domain.dataset.dataset_files import rows_files_disagree
 
     root = tmp_path / "dataset"
     pipeline_folder(root, ["ep-1", "ep-2", "ep-3"])

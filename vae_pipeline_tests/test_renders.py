@@ -13,10 +13,10 @@ import pytest
 import zstandard
 from PIL import Image
 
-from vae_pipeline.domain import contact_sheet as cs
-from vae_pipeline.domain.renders import RenderJob, iter_renders
-from vae_pipeline.domain.rubric import load_rubric, rubric_in_force
-from vae_pipeline.domain.sampler import sample_times
+from vae_pipeline.domain.video import contact_sheet as cs
+from vae_pipeline.domain.video.renders import RenderJob, iter_renders
+from vae_pipeline.domain.verdicts.rubric import load_rubric, rubric_in_force
+from vae_pipeline.domain.video.sampler import sample_times
 from vae_pipeline.sample.generator import FPS, SIZES, EpisodePlan
 from vae_pipeline.sample.video import planted_picture
 from vae_pipeline_tests.conftest import META

@@ -27,7 +27,7 @@ from PIL import Image
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from vae_pipeline.cli.build import build
-from vae_pipeline.domain.review_site import page_name
+from vae_pipeline.domain.review.site import page_name
 from vae_pipeline.review.server import review_server
 from vae_pipeline.sample.generator import FPS, SampleRun
 from vae_pipeline.sample.planted import planted_text, planted_values

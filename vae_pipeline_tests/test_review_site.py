@@ -21,16 +21,16 @@ from vae_pipeline.assets.review_site import latest_checks
 from vae_pipeline.cli import main
 from vae_pipeline.cli.build import build
 from vae_pipeline.cli.publish import publish
-from vae_pipeline.domain import review_site
-from vae_pipeline.domain.host import gate_report
-from vae_pipeline.domain.review_site import (
+from vae_pipeline.domain.review import site as review_site
+from vae_pipeline.domain.verdicts.host import gate_report
+from vae_pipeline.domain.review.site import (
     Leaderboard,
     SiteInputs,
     leaderboard_tables,
     render_site,
 )
-from vae_pipeline.domain.rubric import load_rubric
-from vae_pipeline.domain.scrub import ScrubConfig
+from vae_pipeline.domain.verdicts.rubric import load_rubric
+from vae_pipeline.domain.scrub.texts import ScrubConfig
 from vae_pipeline.sample.generator import ODD_ACTOR_MODEL, generate
 from vae_pipeline_tests.conftest import META, isolate
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import zstandard
 
-from vae_pipeline.domain.review_site import SiteInputs, archive_review, marked
-from vae_pipeline.domain.review_transcript import (
+from vae_pipeline.domain.review.site import SiteInputs, archive_review, marked
+from vae_pipeline.domain.review.transcript import (
     each_call,
     finding_context,
     judge_answer,
@@ -25,9 +25,9 @@ from vae_pipeline.domain.review_transcript import (
     split_threads,
     transcript,
 )
-from vae_pipeline.domain.rubric import load_rubric
-from vae_pipeline.domain.scrub import ScrubConfig, scrub_text
-from vae_pipeline.domain.slim import ImageStore, slim_member
+from vae_pipeline.domain.verdicts.rubric import load_rubric
+from vae_pipeline.domain.scrub.texts import ScrubConfig, scrub_text
+from vae_pipeline.domain.bundles.slim import ImageStore, slim_member
 from vae_pipeline_tests.conftest import META
 from vae_pipeline_tests.long_transcript import SUBAGENT_CALL, long_messages
 

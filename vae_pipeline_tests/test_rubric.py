@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vae_pipeline.domain.rubric import (
+from vae_pipeline.domain.verdicts.rubric import (
     Condition,
     RubricError,
     load_rubric,

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vae_pipeline.domain import contact_sheet as cs
-from vae_pipeline.domain import sampler
-from vae_pipeline.domain.sampler import encode_frame, sample_times, write_frames
+from vae_pipeline.domain.video import contact_sheet as cs
+from vae_pipeline.domain.video import sampler
+from vae_pipeline.domain.video.sampler import encode_frame, sample_times, write_frames
 
 
 def save_frames(frames, out_dir: Path) -> list[dict]:

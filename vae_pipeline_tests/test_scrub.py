@@ -12,14 +12,14 @@ import pytest
 from PIL import Image
 
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.scrub import (
+from vae_pipeline.domain.scrub.texts import (
     ScrubConfig,
     is_text_member,
     kind_specs,
     scrub_text,
     value_sha256,
 )
-from vae_pipeline.domain.scrub_allow import load_allow_list
+from vae_pipeline.domain.scrub.allow import load_allow_list
 from vae_pipeline.sample.planted import PLANTED_KIND, planted_text, planted_values
 
 SPECS = kind_specs()

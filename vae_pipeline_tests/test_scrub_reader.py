@@ -12,13 +12,13 @@ import random
 
 import pytest
 
-from vae_pipeline.domain.scrub import (
+from vae_pipeline.domain.scrub.texts import (
     ScrubConfig,
     is_text_member,
     scrub_text,
     value_sha256,
 )
-from vae_pipeline.domain.scrub_views import VIEW_BYTES, DecodedView, NestedView, readings
+from vae_pipeline.domain.scrub.views import VIEW_BYTES, DecodedView, NestedView, readings
 from vae_pipeline.sample.planted import PLANTED_KIND, planted_text, planted_values
 from vae_pipeline_tests.conftest import read_json_escapes
 

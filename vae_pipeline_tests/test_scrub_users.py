@@ -16,11 +16,11 @@ import zstandard
 
 from vae_pipeline.assets.scrub_settings import scrub_config
 from vae_pipeline.cli.common import scrubbed
-from vae_pipeline.domain.bundle import build_bundle
-from vae_pipeline.domain.episode_files import SourceMember
+from vae_pipeline.domain.bundles.bundle import build_bundle
+from vae_pipeline.domain.episodes.episode_files import SourceMember
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.line_scrub import scrub_line
-from vae_pipeline.domain.scrub import (
+from vae_pipeline.domain.scrub.lines import scrub_line
+from vae_pipeline.domain.scrub.texts import (
     ScrubConfig,
     learn_user_names,
     parse_user_names,

@@ -16,10 +16,10 @@ import shutil
 import pytest
 from PIL import Image, PngImagePlugin
 
-from vae_pipeline.domain import slim
-from vae_pipeline.domain.episode_files import read_episode_files
+from vae_pipeline.domain.bundles import slim
+from vae_pipeline.domain.episodes.episode_files import read_episode_files
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.series import EpisodeEntry, discover_series, read_series_json
+from vae_pipeline.domain.episodes.series import EpisodeEntry, discover_series, read_series_json
 from vae_pipeline_tests.test_bundle import _unpack, pack
 
 KEY = "sk-ant-api03-" + "Zq7" * 14  # an Anthropic key's shape
@@ -282,9 +282,9 @@ def test_key_named_files_episodes_and_series_fields_never_reach_a_kept_byte_and_
 
 
 def test_an_image_member_too_large_to_strip_in_memory_is_refused_unread(tmp_path) -> None:
-    from vae_pipeline.domain.bundle import IMAGE_MEMBER_LIMIT, build_bundle
-    from vae_pipeline.domain.episode_files import SourceMember
-    from vae_pipeline.domain.scrub import ScrubConfig
+    from vae_pipeline.domain.bundles.bundle import IMAGE_MEMBER_LIMIT, build_bundle
+    from vae_pipeline.domain.episodes.episode_files import SourceMember
+    from vae_pipeline.domain.scrub.texts import ScrubConfig
 
     reads = []
 

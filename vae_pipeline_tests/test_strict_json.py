@@ -1,4 +1,4 @@
-"""Strict JSON (`domain/strict_json.py`): what Python's `json` accepts and the pipeline refuses,
+"""Strict JSON (`domain/episodes/strict_json.py`): what Python's `json` accepts and the pipeline refuses,
 with the file and line of each refusal, and JSONL read as a stream under a line limit."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import json
 import pytest
 
 from vae_pipeline.definitions import resources_from_environ
-from vae_pipeline.domain.episode import parse_episode
+from vae_pipeline.domain.episodes.episode import parse_episode
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.json_schema import SchemaValidator
-from vae_pipeline.domain.series import episode_entries
-from vae_pipeline.domain.strict_json import MAX_DEPTH, jsonl, loads
+from vae_pipeline.domain.episodes.json_schema import SchemaValidator
+from vae_pipeline.domain.episodes.series import episode_entries
+from vae_pipeline.domain.episodes.strict_json import MAX_DEPTH, jsonl, loads
 from vae_pipeline.engines.settings import apply_defaults
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META

@@ -11,9 +11,9 @@ import av
 import numpy as np
 import pytest
 
-from vae_pipeline.domain import video_facts
-from vae_pipeline.domain.sampler import sample_times
-from vae_pipeline.domain.video_facts import (
+from vae_pipeline.domain.video import video_facts
+from vae_pipeline.domain.video.sampler import sample_times
+from vae_pipeline.domain.video.video_facts import (
     analyse_many,
     analyse_video,
     aspect_label,

@@ -11,9 +11,9 @@ import polars as pl
 
 from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.assets.scrub_settings import scrub_config, scrub_source
-from vae_pipeline.domain.bundle import build_bundle
+from vae_pipeline.domain.bundles.bundle import build_bundle
 from vae_pipeline.domain.errors import BadInput, reading
-from vae_pipeline.domain.scrub import ScrubConfig
+from vae_pipeline.domain.scrub.texts import ScrubConfig
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import (
     ProjectMeta,

@@ -8,7 +8,7 @@ from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.objects import write_if_changed
-from vae_pipeline.domain.rows import dataset_frame, load_withheld, publishable
+from vae_pipeline.domain.dataset.rows import dataset_frame, load_withheld, publishable
 from vae_pipeline.storage.io_manager import parquet_bytes, series_tables
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, Warehouse
 from vae_pipeline.storage.versions import (

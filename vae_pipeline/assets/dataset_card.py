@@ -6,8 +6,8 @@ import dagster as dg
 import polars as pl
 
 from vae_pipeline.assets.leaderboard import human_votes, pairwise_judgments
-from vae_pipeline.domain.card import render_card, stats_rows
-from vae_pipeline.domain.leaderboard_view import leaderboard_section
+from vae_pipeline.domain.dataset.card import render_card, stats_rows
+from vae_pipeline.domain.leaderboard.tables import leaderboard_section
 from vae_pipeline.domain.objects import put_bytes
 from vae_pipeline.storage.resources import DatasetFolder
 from vae_pipeline.storage.versions import content_version, record_metadata

@@ -7,7 +7,7 @@ import dagster as dg
 import polars as pl
 from upath import UPath
 
-from vae_pipeline.domain.episode_files import archive_digests
+from vae_pipeline.domain.episodes.episode_files import archive_digests
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.objects import (
     exists,
@@ -20,8 +20,8 @@ from vae_pipeline.domain.objects import (
     size_of,
     write_if_changed,
 )
-from vae_pipeline.domain.manifest import manifest_bytes
-from vae_pipeline.domain.rows import said_of
+from vae_pipeline.domain.bundles.manifest import manifest_bytes
+from vae_pipeline.domain.check_items import said_of
 from vae_pipeline.storage.resources import DatasetFolder, Warehouse
 from vae_pipeline.storage.versions import content_version, record_metadata
 

@@ -5,12 +5,12 @@ import polars as pl
 
 from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.assets.scrub_settings import replacements_source, scrub_config
-from vae_pipeline.domain.episode import parse_episode
+from vae_pipeline.domain.episodes.episode import parse_episode
 from vae_pipeline.domain.errors import BadInput, reading, unforeseen
 from vae_pipeline.domain.files import files_version
-from vae_pipeline.domain.json_schema import SchemaValidator
-from vae_pipeline.domain.provenance import series_facts
-from vae_pipeline.domain.series import (
+from vae_pipeline.domain.episodes.json_schema import SchemaValidator
+from vae_pipeline.domain.episodes.provenance import series_facts
+from vae_pipeline.domain.episodes.series import (
     episode_entries,
     read_series_json,
 )

@@ -17,15 +17,15 @@ from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.meta import dataset_meta, published_meta_files, rubric_file
 from vae_pipeline.assets.publish_checks import AFTER_THE_CHECKS, PUBLISH_CHECKS
-from vae_pipeline.domain.dataset_files import DatasetFolderError, produced_files
-from vae_pipeline.domain.publish import (
+from vae_pipeline.domain.dataset.dataset_files import DatasetFolderError, produced_files
+from vae_pipeline.domain.dataset.publish import (
     PublishError,
     execute_plan,
     format_plan,
     hub_api,
     plan_publish,
 )
-from vae_pipeline.domain.series import discover_series
+from vae_pipeline.domain.episodes.series import discover_series
 from vae_pipeline.storage.checks import RUNNING, check_outcomes
 from vae_pipeline.storage.resources import DatasetFolder, HubRepo, ProjectMeta, RunsRoot
 

@@ -19,8 +19,8 @@ from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.assets.verdicts import answer_of
 from vae_pipeline.domain.errors import unforeseen
 from vae_pipeline.domain.objects import listing, put_new
-from vae_pipeline.domain.host import carry_history, host_verdict
-from vae_pipeline.domain.rubric import AXES, RubricError, load_rubric
+from vae_pipeline.domain.verdicts.host import carry_history, host_verdict
+from vae_pipeline.domain.verdicts.rubric import AXES, RubricError, load_rubric
 from vae_pipeline.storage.io_manager import other_series_tables, parquet_bytes, read_table
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import LABEL_STATE, ProjectMeta, Warehouse

@@ -13,14 +13,14 @@ import polars as pl
 
 from vae_pipeline.assets.dataset import join_stages, read_withheld, withheld_source
 from vae_pipeline.assets.metadata import markdown_table
-from vae_pipeline.domain.dataset_files import (
+from vae_pipeline.domain.dataset.dataset_files import (
     AGREEMENT_PARQUET,
     LEADERBOARD_CHART,
     LEADERBOARD_PARQUET,
 )
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
-from vae_pipeline.domain.leaderboard import (
+from vae_pipeline.domain.leaderboard.ratings import (
     EVALUATION,
     OVERALL,
     Entrant,
@@ -33,17 +33,17 @@ from vae_pipeline.domain.leaderboard import (
     read_votes,
     unranked_series,
 )
-from vae_pipeline.domain.leaderboard import (
+from vae_pipeline.domain.leaderboard.ratings import (
     judge_agreement as agreement_table,
 )
-from vae_pipeline.domain.leaderboard import (
+from vae_pipeline.domain.leaderboard.ratings import (
     leaderboard as leaderboard_table,
 )
-from vae_pipeline.domain.leaderboard_view import axis_table, leaderboard_chart, rows_of
+from vae_pipeline.domain.leaderboard.tables import axis_table, leaderboard_chart, rows_of
 from vae_pipeline.domain.objects import write_if_changed
-from vae_pipeline.domain.rows import publishable
-from vae_pipeline.domain.rubric import AXES as SCORE_AXES
-from vae_pipeline.domain.series import COMPARISONS_DIR, discover_series
+from vae_pipeline.domain.dataset.rows import publishable
+from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
+from vae_pipeline.domain.episodes.series import COMPARISONS_DIR, discover_series
 from vae_pipeline.storage.io_manager import parquet_bytes, series_tables
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, RunsRoot
 from vae_pipeline.storage.versions import (

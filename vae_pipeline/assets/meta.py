@@ -10,15 +10,15 @@ import polars as pl
 from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
-from vae_pipeline.domain.json_schema import SchemaValidator
+from vae_pipeline.domain.episodes.json_schema import SchemaValidator
 from vae_pipeline.domain.objects import files_under, remove, write_if_changed
-from vae_pipeline.domain.rubric import (
+from vae_pipeline.domain.verdicts.rubric import (
     ARCHIVE_DIR,
     RubricError,
     load_rubric,
     rubric_in_force,
 )
-from vae_pipeline.domain.strict_json import loads
+from vae_pipeline.domain.episodes.strict_json import loads
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, meta_problem
 from vae_pipeline.storage.versions import (
     content_version,

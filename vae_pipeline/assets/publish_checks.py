@@ -24,15 +24,16 @@ from vae_pipeline.assets.dataset_episodes import (
 )
 from vae_pipeline.assets.leaderboard import LEADERBOARD_CHECKS
 from vae_pipeline.assets.metadata import markdown_table
-from vae_pipeline.domain.dataset_files import rows_files_disagree
-from vae_pipeline.domain.provenance import (
+from vae_pipeline.domain.dataset.dataset_files import rows_files_disagree
+from vae_pipeline.domain.episodes.provenance import (
     ACTOR_COLUMNS,
     SERIES_COLUMNS,
     actor_disagreements,
     uncommitted_series,
     unversioned_series,
 )
-from vae_pipeline.domain.rows import publishable, said_of
+from vae_pipeline.domain.check_items import said_of
+from vae_pipeline.domain.dataset.rows import publishable
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta
 
 TABLE = {"episode_table": dg.AssetIn("episode_table")}

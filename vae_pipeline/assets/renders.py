@@ -15,10 +15,10 @@ from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.files import link_or_copy, sha256_file, write_atomic
 from vae_pipeline.domain.objects import exists
-from vae_pipeline.domain.renders import VIDEO, RenderJob, iter_renders
-from vae_pipeline.domain.rows import JUDGE_FRAMES, RANGES
-from vae_pipeline.domain.rubric import load_rubric
-from vae_pipeline.domain.sampler import sample_times
+from vae_pipeline.domain.video.renders import VIDEO, RenderJob, iter_renders
+from vae_pipeline.domain.dataset.rows import JUDGE_FRAMES, RANGES
+from vae_pipeline.domain.verdicts.rubric import load_rubric
+from vae_pipeline.domain.video.sampler import sample_times
 from vae_pipeline.storage.io_manager import other_series_tables, read_table
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, Warehouse

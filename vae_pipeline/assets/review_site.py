@@ -13,7 +13,7 @@ from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.publish_checks import AFTER_THE_CHECKS, ITEMS, PUBLISH_CHECKS
 from vae_pipeline.assets.scrub_settings import scrub_config
-from vae_pipeline.domain.dataset_files import (
+from vae_pipeline.domain.dataset.dataset_files import (
     AGREEMENT_PARQUET,
     LEADERBOARD_CHART,
     LEADERBOARD_PARQUET,
@@ -21,7 +21,7 @@ from vae_pipeline.domain.dataset_files import (
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.objects import exists
-from vae_pipeline.domain.review_site import (
+from vae_pipeline.domain.review.site import (
     SITE_DIR,
     CheckResult,
     Leaderboard,
@@ -29,8 +29,8 @@ from vae_pipeline.domain.review_site import (
     render_site,
     templates_version,
 )
-from vae_pipeline.domain.rows import load_withheld
-from vae_pipeline.domain.rubric import load_rubric
+from vae_pipeline.domain.dataset.rows import load_withheld
+from vae_pipeline.domain.verdicts.rubric import load_rubric
 from vae_pipeline.storage.checks import check_outcomes
 from vae_pipeline.storage.io_manager import read_table
 from vae_pipeline.storage.resources import (

@@ -1,8 +1,8 @@
 """The scrub's settings as the assets that scrub (`episodes` for the brief, `bundles`) see them."""
 
 from vae_pipeline.domain.files import files_version
-from vae_pipeline.domain.scrub import ScrubConfig, parse_user_names
-from vae_pipeline.domain.scrub_allow import load_allow_list
+from vae_pipeline.domain.scrub.texts import ScrubConfig, parse_user_names
+from vae_pipeline.domain.scrub.allow import load_allow_list
 from vae_pipeline.storage.resources import ProjectMeta, ScrubSettings
 from vae_pipeline.storage.versions import content_version
 

@@ -9,8 +9,8 @@ import polars as pl
 
 from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.domain.errors import BadInput, reading
-from vae_pipeline.domain.judge import parse_judge
-from vae_pipeline.domain.rubric import AXES
+from vae_pipeline.domain.verdicts.judge import parse_judge
+from vae_pipeline.domain.verdicts.rubric import AXES
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import RunsRoot
 from vae_pipeline.storage.versions import series_output

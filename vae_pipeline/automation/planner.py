@@ -36,7 +36,7 @@ from vae_pipeline.assets.meta import (
 from vae_pipeline.assets.renders import renders
 from vae_pipeline.assets.review_site import review_site, review_site_source
 from vae_pipeline.assets.scrub_settings import scrub_source
-from vae_pipeline.domain.series import Skipped, discover_series
+from vae_pipeline.domain.episodes.series import Skipped, discover_series
 from vae_pipeline.storage.checks import unevaluated_partitions
 from vae_pipeline.storage.partitions import SERIES, add_series
 from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings

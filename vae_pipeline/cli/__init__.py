@@ -21,7 +21,7 @@ from vae_pipeline.cli.publish import cmd_publish
 from vae_pipeline.cli.review import cmd_review
 from vae_pipeline.cli.ui import cmd_ui
 from vae_pipeline.cli.worker import cmd_worker
-from vae_pipeline.domain.leaderboard import SOURCES
+from vae_pipeline.domain.leaderboard.ratings import SOURCES
 
 
 def parser() -> argparse.ArgumentParser:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from vae_pipeline.assets.scrub_settings import ALLOW_LIST
 from vae_pipeline.cli.common import CliError, episode_table_rows, say
-from vae_pipeline.domain.scrub_allow import allow_finding
+from vae_pipeline.domain.scrub.allow import allow_finding
 from vae_pipeline.engines.settings import apply_defaults
 from vae_pipeline.storage.resources import Warehouse
 

@@ -12,8 +12,8 @@ import dagster as dg
 
 from vae_pipeline.domain.files import sweep_temp_files
 from vae_pipeline.domain.objects import absolute, is_local, location, machine_folder, scratch_root
-from vae_pipeline.domain.line_scrub import scrub_line
-from vae_pipeline.domain.scrub import ScrubConfig, parse_user_names
+from vae_pipeline.domain.scrub.lines import scrub_line
+from vae_pipeline.domain.scrub.texts import ScrubConfig, parse_user_names
 from vae_pipeline.engines.instance import open_instance, postgres_url, writer_lock
 from vae_pipeline.engines.recovery import reconcile
 from vae_pipeline.engines.settings import apply_defaults

@@ -9,8 +9,8 @@ import dagster as dg
 import polars as pl
 
 from vae_pipeline.cli.common import CliError, recovered_instance, say, settings
-from vae_pipeline.domain.leaderboard import OVERALL, SOURCES
-from vae_pipeline.domain.leaderboard_view import rows_of, text_table
+from vae_pipeline.domain.leaderboard.ratings import OVERALL, SOURCES
+from vae_pipeline.domain.leaderboard.tables import rows_of, text_table
 from vae_pipeline.storage.versions import latest_materialization
 
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from vae_pipeline.cli.common import CliError, recovered_instance, say
-from vae_pipeline.domain.review_site import SITE_DIR
+from vae_pipeline.domain.review.site import SITE_DIR
 from vae_pipeline.engines.settings import apply_defaults
 from vae_pipeline.review.server import review_server
 from vae_pipeline.storage.resources import Warehouse

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from vae_pipeline.domain.line_scrub import scrub_line
+from vae_pipeline.domain.scrub.lines import scrub_line
 
 
 class BadInput(Exception):

@@ -28,7 +28,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from vae_pipeline.domain.review_site import SITE_DIR
+from vae_pipeline.domain.review.site import SITE_DIR
 
 SERVED = (SITE_DIR, "videos", "frames")
 IDLE_TIMEOUT_S = 5.0

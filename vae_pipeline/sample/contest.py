@@ -16,8 +16,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vae_pipeline.domain.leaderboard import PAIRWISE_AXES
-from vae_pipeline.domain.rubric import AXES as SCORE_AXES
+from vae_pipeline.domain.leaderboard.ratings import PAIRWISE_AXES
+from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
 
 # True strengths (natural log odds) of the sample's models: alpha best, gamma worst — except on
 # `temporal`, where gamma beats beta.

@@ -30,9 +30,9 @@ from pathlib import Path
 import zstandard
 from PIL import Image, ImageDraw
 
-from vae_pipeline.domain.rubric import AXES, Rubric, load_rubric, rubric_in_force
-from vae_pipeline.domain.sampler import sample_times
-from vae_pipeline.domain.video_facts import VideoAnalysis, analyse_video
+from vae_pipeline.domain.verdicts.rubric import AXES, Rubric, load_rubric, rubric_in_force
+from vae_pipeline.domain.video.sampler import sample_times
+from vae_pipeline.domain.video.video_facts import VideoAnalysis, analyse_video
 from vae_pipeline.sample.cli_logs import (
     ACTOR_INIT,
     ActorInit,

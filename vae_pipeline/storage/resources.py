@@ -14,7 +14,7 @@ import duckdb
 import polars as pl
 from upath import UPath
 
-from vae_pipeline.domain.episode_files import (
+from vae_pipeline.domain.episodes.episode_files import (
     DEFAULT_SIZE_LIMIT,
     EpisodeFiles,
     SourceMember,
@@ -33,8 +33,8 @@ from vae_pipeline.domain.objects import (
     read_bytes,
     write_if_changed,
 )
-from vae_pipeline.domain.series import COMPARISONS_DIR, EpisodeEntry, series_fingerprint
-from vae_pipeline.domain.strict_json import DEFAULT_MAX_LINE_BYTES
+from vae_pipeline.domain.episodes.series import COMPARISONS_DIR, EpisodeEntry, series_fingerprint
+from vae_pipeline.domain.episodes.strict_json import DEFAULT_MAX_LINE_BYTES
 
 
 class RunsRoot(dg.ConfigurableResource):

@@ -18,11 +18,11 @@ from pathlib import Path
 import av
 from PIL import Image
 
-from vae_pipeline.domain.contact_sheet import TILE_WIDTH, contact_sheet
+from vae_pipeline.domain.video.contact_sheet import TILE_WIDTH, contact_sheet
 from vae_pipeline.domain.errors import unforeseen
 from vae_pipeline.domain.files import write_atomic
-from vae_pipeline.domain.sampler import encode_frame, write_frames
-from vae_pipeline.domain.video_facts import Sampler, VideoAnalysis, analyse_video, failed, map_in_order, rgbx_array
+from vae_pipeline.domain.video.sampler import encode_frame, write_frames
+from vae_pipeline.domain.video.video_facts import Sampler, VideoAnalysis, analyse_video, failed, map_in_order, rgbx_array
 
 CONTACT_SHEET = "contact.jpg"
 VIDEO = "out.mp4"

@@ -7,8 +7,8 @@ name the field, never its value.
 
 from __future__ import annotations
 
-from vae_pipeline.domain.json_schema import contract_validator
-from vae_pipeline.domain.strict_json import loads
+from vae_pipeline.domain.episodes.json_schema import contract_validator
+from vae_pipeline.domain.episodes.strict_json import loads
 
 
 def parse_judge(text: str, file: str = "judge.json") -> dict:

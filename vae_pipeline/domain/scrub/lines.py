@@ -4,7 +4,7 @@ host and user names too when the caller knows them."""
 
 from __future__ import annotations
 
-from vae_pipeline.domain.scrub import ScrubConfig, scrub_text
+from vae_pipeline.domain.scrub.texts import ScrubConfig, scrub_text
 
 NO_NAMES = ScrubConfig()
 

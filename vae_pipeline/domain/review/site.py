@@ -28,9 +28,9 @@ import jinja2
 import markupsafe
 
 from vae_pipeline.domain.files import write_if_changed
-from vae_pipeline.domain.host import gate_report
-from vae_pipeline.domain.leaderboard_view import shown_ranks
-from vae_pipeline.domain.review_transcript import (
+from vae_pipeline.domain.verdicts.host import gate_report
+from vae_pipeline.domain.leaderboard.tables import shown_ranks
+from vae_pipeline.domain.review.transcript import (
     UnreadableArchive,
     each_call,
     finding_context,
@@ -40,10 +40,10 @@ from vae_pipeline.domain.review_transcript import (
     split_threads,
     transcript,
 )
-from vae_pipeline.domain.rubric import Rubric
-from vae_pipeline.domain.scrub import ScrubConfig, compiled_kinds
+from vae_pipeline.domain.verdicts.rubric import Rubric
+from vae_pipeline.domain.scrub.texts import ScrubConfig, compiled_kinds
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "review" / "templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "review" / "templates"
 SITE_DIR = "review"  # under the pipeline's home
 STATE = ".state.json"
 LEADERBOARD_CHART = "leaderboard.png"

@@ -11,7 +11,7 @@ matplotlib.use("Agg")  # no display: files only
 import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
-from vae_pipeline.domain.leaderboard import (  # noqa: E402
+from vae_pipeline.domain.leaderboard.ratings import (  # noqa: E402
     BUCKETS,
     OVERALL,
     PAIRWISE_AXES,
@@ -19,7 +19,7 @@ from vae_pipeline.domain.leaderboard import (  # noqa: E402
     ranked_version,
     unranked_series,
 )
-from vae_pipeline.domain.rubric import AXES as SCORE_AXES  # noqa: E402
+from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES  # noqa: E402
 
 AXES_OF = {"scores": (*SCORE_AXES, OVERALL), "pairwise": (*PAIRWISE_AXES, OVERALL)}
 

@@ -22,8 +22,8 @@ from typing import IO
 
 import zstandard
 
-from vae_pipeline.domain.scrub import value_sha256
-from vae_pipeline.domain.slim import IMAGE_DIR
+from vae_pipeline.domain.scrub.texts import value_sha256
+from vae_pipeline.domain.bundles.slim import IMAGE_DIR
 
 MESSAGES = "messages.jsonl"
 JUDGE = "judge.json"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
-from vae_pipeline.domain.rubric import NO_VIDEO, OPS, Condition, Gate, Rubric
+from vae_pipeline.domain.verdicts.rubric import NO_VIDEO, OPS, Condition, Gate, Rubric
 
 POSITIVE_LABELS = ("PASS", "PASS_WITH_NITS")
 

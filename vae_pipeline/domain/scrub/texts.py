@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
-from vae_pipeline.domain.scrub_views import (
+from vae_pipeline.domain.scrub.views import (
     VIEW_BYTES,
     DecodedView,
     NestedView,
@@ -43,7 +43,7 @@ from vae_pipeline.domain.scrub_views import (
     window_pieces,
 )
 
-KINDS_PATH = Path(__file__).with_name("scrub_kinds.json")
+KINDS_PATH = Path(__file__).with_name("kinds.json")
 
 TEXT_EXTENSIONS = frozenset(
     {".json", ".jsonl", ".md", ".txt", ".html", ".js", ".css", ".ts", ".py", ".sh", ".yaml", ".yml"}

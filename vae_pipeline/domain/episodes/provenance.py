@@ -15,8 +15,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from vae_pipeline.domain.line_scrub import scrub_line
-from vae_pipeline.domain.rows import said_of
+from vae_pipeline.domain.scrub.lines import scrub_line
+from vae_pipeline.domain.check_items import said_of
 
 REQUEST_SHAPE = "transcript/api-request-shape.json"
 VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)\Z", re.ASCII)

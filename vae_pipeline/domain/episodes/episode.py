@@ -11,14 +11,14 @@ import json
 from datetime import UTC, datetime
 from typing import BinaryIO
 
-from vae_pipeline.domain.episode_files import DEFAULT_SIZE_LIMIT, EpisodeFiles, read_episode_files
+from vae_pipeline.domain.episodes.episode_files import DEFAULT_SIZE_LIMIT, EpisodeFiles, read_episode_files
 from vae_pipeline.domain.errors import BadInput, reading
-from vae_pipeline.domain.json_schema import SchemaValidator, contract_validator
-from vae_pipeline.domain.messages import MessageCounts, count_messages, refuse_unknown_form, token_columns
-from vae_pipeline.domain.provenance import ACTOR_COLUMNS, REQUEST_SHAPE, actor_facts
-from vae_pipeline.domain.scrub import ScrubConfig, scrub_text
-from vae_pipeline.domain.series import EpisodeEntry, episode_id_reason, is_episode_id, masked_name, shown_episode_id
-from vae_pipeline.domain.strict_json import DEFAULT_MAX_LINE_BYTES, loads
+from vae_pipeline.domain.episodes.json_schema import SchemaValidator, contract_validator
+from vae_pipeline.domain.episodes.messages import MessageCounts, count_messages, refuse_unknown_form, token_columns
+from vae_pipeline.domain.episodes.provenance import ACTOR_COLUMNS, REQUEST_SHAPE, actor_facts
+from vae_pipeline.domain.scrub.texts import ScrubConfig, scrub_text
+from vae_pipeline.domain.episodes.series import EpisodeEntry, episode_id_reason, is_episode_id, masked_name, shown_episode_id
+from vae_pipeline.domain.episodes.strict_json import DEFAULT_MAX_LINE_BYTES, loads
 
 MESSAGES = "messages.jsonl"  # streamed, never held whole
 REQUIRED_FILES = ("brief.json", "result.json", MESSAGES)

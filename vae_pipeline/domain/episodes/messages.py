@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.strict_json import DEFAULT_MAX_LINE_BYTES, jsonl
+from vae_pipeline.domain.episodes.strict_json import DEFAULT_MAX_LINE_BYTES, jsonl
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 TOKEN_FIELDS = {

@@ -28,7 +28,7 @@ import PIL
 from PIL import Image, UnidentifiedImageError
 
 from vae_pipeline.domain.files import write_atomic
-from vae_pipeline.domain.image_bytes import EXTENSIONS, MIME_TYPES, image_format, strip_metadata
+from vae_pipeline.domain.bundles.image_bytes import EXTENSIONS, MIME_TYPES, image_format, strip_metadata
 
 WEBP_QUALITY = 70
 # libwebp's effort (0 fastest .. 6 smallest), chosen by `benchmarks/bench_bundles.py --methods`:

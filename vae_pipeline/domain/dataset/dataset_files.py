@@ -18,7 +18,7 @@ import polars as pl
 from upath import UPath
 
 from vae_pipeline.domain.objects import listing, read_bytes
-from vae_pipeline.domain.rows import said_of
+from vae_pipeline.domain.check_items import said_of
 
 ROWS_JSONL = "episodes.jsonl"
 ROWS_PARQUET = "data/episodes.parquet"

@@ -35,12 +35,12 @@ from typing import BinaryIO
 
 import zstandard
 
-from vae_pipeline.domain.episode_files import SourceMember
+from vae_pipeline.domain.episodes.episode_files import SourceMember
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import CHUNK, atomic_writer, sha256_stream
-from vae_pipeline.domain.image_bytes import image_format, strip_metadata
-from vae_pipeline.domain.scrub import ScrubConfig, is_text_member, learn_user_names, scrub_text
-from vae_pipeline.domain.slim import IMAGE_DIR, ImageStore, SlimStats, slim_member
+from vae_pipeline.domain.bundles.image_bytes import image_format, strip_metadata
+from vae_pipeline.domain.scrub.texts import ScrubConfig, is_text_member, learn_user_names, scrub_text
+from vae_pipeline.domain.bundles.slim import IMAGE_DIR, ImageStore, SlimStats, slim_member
 
 # Level 12 with a 128 MiB long-distance window: request blobs repeat the conversation so far,
 # which long-distance matching finds; level 12 keeps an episode of 100 MB under a few seconds.

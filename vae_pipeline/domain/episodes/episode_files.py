@@ -19,7 +19,7 @@ import zstandard
 
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import sha256_stream
-from vae_pipeline.domain.series import ZSTD_MAGIC, EpisodeEntry, credential_name_reason, masked_name, name_credentials
+from vae_pipeline.domain.episodes.series import ZSTD_MAGIC, EpisodeEntry, credential_name_reason, masked_name, name_credentials
 
 DEFAULT_SIZE_LIMIT = 4 * 1024**3
 

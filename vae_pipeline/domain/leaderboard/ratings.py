@@ -17,9 +17,9 @@ import numpy as np
 import polars as pl
 
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.provenance import minor_version
-from vae_pipeline.domain.rubric import AXES as SCORE_AXES
-from vae_pipeline.domain.strict_json import loads
+from vae_pipeline.domain.episodes.provenance import minor_version
+from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
+from vae_pipeline.domain.episodes.strict_json import loads
 
 PAIRWISE_AXES = ("engagement", "prompt_intent", "composition", "temporal", "craft")
 OVERALL = "overall"

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.json_schema import contract_validator
-from vae_pipeline.domain.line_scrub import scrub_line
-from vae_pipeline.domain.scrub import ScrubConfig, kind_specs, scrub_text
-from vae_pipeline.domain.strict_json import loads
+from vae_pipeline.domain.episodes.json_schema import contract_validator
+from vae_pipeline.domain.scrub.lines import scrub_line
+from vae_pipeline.domain.scrub.texts import ScrubConfig, kind_specs, scrub_text
+from vae_pipeline.domain.episodes.strict_json import loads
 
 SERIES_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 EPISODE_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")

@@ -85,8 +85,3 @@ def publishable(table: pl.DataFrame, withheld_episodes: set[str], withheld_serie
         & ~pl.col("series").is_in(sorted(withheld_series))
     ).sort("id")
 
-
-def said_of(row: dict | None, text: str) -> dict:
-    """What a publish check says of one episode, `{series, id, text}`, so the review site can link
-    it; series and id None when what it says names no episode."""
-    return {"series": row.get("series") if row else None, "id": row.get("id") if row else None, "text": text}

@@ -237,7 +237,7 @@ def _topological(specs: list[dg.AssetSpec]) -> list[dg.AssetSpec]:
         if spec.key in seen:
             return
         seen.add(spec.key)
-        for dep in spec.deps:
+        for dep in sorted(spec.deps, key=lambda d: d.asset_key.to_user_string()):  # a set: its order varies by process
             if dep.asset_key in by_key:
                 visit(by_key[dep.asset_key])
         ordered.append(spec)

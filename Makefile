@@ -17,15 +17,23 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -q
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 
+# The video tests make encodes the package cannot (B-frames, edit lists, HEVC, VP9, AV1) with
+# Debian's ffmpeg, and compare with its ffprobe.
+FFMPEG := /usr/bin/ffmpeg
+
+$(FFMPEG):
+	$(SUDO) apt-get update -q
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q ffmpeg
+
 .PHONY: setup demo test bench
 setup: $(BIN)/vae
 
 demo: setup
 	$(BIN)/vae demo
 
-test: setup $(CHROMIUM)
+test: setup $(CHROMIUM) $(FFMPEG)
 	$(BIN)/python -m pytest
 
-bench: setup
+bench: setup $(FFMPEG)
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python benchmarks/run_all.py

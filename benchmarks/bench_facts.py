@@ -19,10 +19,16 @@ the step's instructions go, library by library; and what the two ways round its 
 would give: the analysis picture as an exact box average in numpy, the JPEGs from the decoded
 planes.
 
-Run: python benchmarks/bench_facts.py [--clips 12] [--repeat 3] [--keep DIR] [--instructions]
+With --baseline DIR (a checkout of another commit, e.g. made by `git worktree add`) it times
+instead the step as this checkout and as DIR have it, each in a fresh interpreter, taking turns
+in every round on the same clips (imports left out; with --instructions, counted on one clip
+too), and checks that both give the same facts.
+
+Run: python benchmarks/bench_facts.py [--clips 12] [--repeat 3] [--keep DIR] [--instructions] [--baseline DIR]
 """
 
 import argparse
+import json
 import multiprocessing
 import os
 import re
@@ -163,10 +169,10 @@ if sys.argv[1] == "ours":
 """
 
 
-def callgrind(cmd: list[str], out: Path) -> dict[str, int]:
+def callgrind(cmd: list[str], out: Path, env: dict[str, str] | None = None) -> dict[str, int]:
     """Instructions `cmd` executes under valgrind's callgrind (every thread and child), by object."""
     subprocess.run(["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}.%p", *cmd],
-                   capture_output=True, check=True)
+                   capture_output=True, check=True, env=env)
     by_object: dict[str, int] = {}
     for part in out.parent.glob(f"{out.name}.*"):
         annotated = subprocess.run(["callgrind_annotate", "--threshold=100", str(part)], capture_output=True,
@@ -224,6 +230,74 @@ for frame in frames:
         planes = [np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, : p.width] for p in full.planes]
         simplejpeg.encode_jpeg_yuv_planes(*planes, quality={quality})
 """
+
+
+# The step over every clip in a fresh interpreter (the package from PYTHONPATH): prints the
+# step's own wall and CPU seconds, then the facts.
+_STEP = """
+import json, resource, sys, time
+from functools import partial
+from pathlib import Path
+from vae_pipeline.domain.video.renders import RenderJob, iter_renders
+from vae_pipeline.domain.video.sampler import sample_times
+out, workers, clips = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+jobs = [RenderJob(Path(c), partial(sample_times, brief={brief!r}), out / Path(c).stem, {quality}) for c in clips]
+def cpu():
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+start, before = time.perf_counter(), cpu()
+rendered = list(iter_renders(jobs, workers))
+print(time.perf_counter() - start, cpu() - before)
+print(json.dumps([r.facts for r in rendered]))
+"""
+
+
+def checkout_step(checkout: Path, clips: list[Path], out: Path, workers: int) -> tuple[float, float, list]:
+    """The renders step as `checkout` has it: (wall, cpu) seconds of the step alone, and the facts."""
+    shutil.rmtree(out, ignore_errors=True)
+    done = subprocess.run([sys.executable, "-c", _STEP.format(brief=BRIEF, quality=JPEG_QUALITY), str(out),
+                           str(workers), *map(str, clips)], env=os.environ | {"PYTHONPATH": str(checkout)},
+                          capture_output=True, text=True, check=True)
+    times, facts = done.stdout.splitlines()[-2:]
+    wall, cpu = map(float, times.split())
+    return wall, cpu, json.loads(facts)
+
+
+def before_after(baseline: Path, clips: list[Path], work: Path, workers: int, repeat: int,
+                 count_instructions: bool) -> None:
+    """This checkout's step against `baseline`'s, taking turns on the same clips in every round."""
+    sides = {"this checkout": Path(__file__).resolve().parents[1], "baseline": baseline.resolve()}
+    wall: dict[str, list[float]] = {name: [] for name in sides}
+    cpu: dict[str, list[float]] = {name: [] for name in sides}
+    facts = {}
+    for round_ in range(repeat):
+        for name in list(sides)[:: 1 if round_ % 2 == 0 else -1]:
+            seconds, cpu_s, facts[name] = checkout_step(sides[name], clips, work / name.replace(" ", "-"), workers)
+            wall[name].append(seconds)
+            cpu[name].append(cpu_s)
+        print(f"round {round_ + 1} ({load()}): " + ", ".join(
+            f"{n} {wall[n][-1]:.2f} s wall / {cpu[n][-1]:.2f} s cpu" for n in sides), flush=True)
+    ratios = [a / b for a, b in zip(wall["this checkout"], wall["baseline"])]
+    print(f"renders step, this checkout / baseline: wall {statistics.median(ratios):.3f} (median of rounds "
+          f"{', '.join(f'{r:.3f}' for r in ratios)}), cpu {sum(cpu['this checkout']) / sum(cpu['baseline']):.3f}")
+    same = sum(a == b for a, b in zip(facts["this checkout"], facts["baseline"], strict=True))
+    print(f"facts the same on {same} of {len(clips)} clips")
+    for clip, a, b in zip(clips, facts["this checkout"], facts["baseline"]):
+        if a != b:
+            print(f"    {clip.stem}: " + ", ".join(f"{k} {b[k]} -> {a[k]}" for k in a if a[k] != b[k]))
+    if count_instructions and shutil.which("valgrind"):
+        clip = clips[min(1, len(clips) - 1)]
+        script = _ONE_CLIP.format(brief=BRIEF, quality=JPEG_QUALITY)
+        counts = {}
+        for name, checkout in sides.items():
+            env = os.environ | {"PYTHONPATH": str(checkout)}
+            ours = callgrind([sys.executable, "-c", script, "ours", str(clip), str(work / "frames")],
+                             work / "ours", env)
+            bare = callgrind([sys.executable, "-c", script, "baseline"], work / "bare", env)
+            counts[name] = sum(ours.values()) - sum(bare.values())
+        print(f"instructions on {clip.name} (callgrind, imports left out): this checkout "
+              f"{counts['this checkout'] / 1e9:.3f} G, baseline {counts['baseline'] / 1e9:.3f} G, "
+              f"ratio {counts['this checkout'] / counts['baseline']:.3f}")
 
 
 def _loop_seam(first: np.ndarray, last: np.ndarray) -> float:
@@ -287,6 +361,8 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="folder for the clips, kept and reused between runs")
     parser.add_argument("--instructions", action="store_true",
                         help="also count instructions on one clip under valgrind (slow: about a minute)")
+    parser.add_argument("--baseline", type=Path,
+                        help="a checkout of another commit: time its step against this one's instead")
     args = parser.parse_args()
     if not shutil.which("ffmpeg"):
         print("ffmpeg not found on PATH: no comparison", file=sys.stderr)
@@ -299,6 +375,10 @@ def main() -> int:
         print(f"cpus: {workers}  clips: {len(clips)} x {WIDTH}x{HEIGHT} @{HD_FPS} ({frames} frames, "
               f"{sum(c.stat().st_size for c in clips) >> 20} MiB; ready in {time.perf_counter() - start:.0f} s)  "
               f"{load()}")
+        if args.baseline:
+            (Path(tmp) / "work").mkdir()
+            before_after(args.baseline, clips, Path(tmp) / "work", workers, args.repeat, args.instructions)
+            return 0
         sample = partial(sample_times, brief=BRIEF)
         jobs = [RenderJob(clip, sample, Path(tmp) / "frames" / clip.stem, JPEG_QUALITY) for clip in clips]
         names = ("ours", "ffmpeg filters", "ffmpeg decode", "ours, processes")

@@ -5,6 +5,11 @@ area-averaged down to 160 px wide, in display orientation. libswscale does the r
 conversion and the area averaging in one call, so a 1080p frame never exists as RGB or as a
 full-size numpy array; only the frames the sampler asks for are converted to RGB pictures.
 
+Frame times come from pts, in presentation order: a frame lasts until the next frame's pts
+(never its packet's duration, which with B-frames belongs to another frame); the last one lasts
+its packet's duration, else the stream's average frame duration. Frames an edit list hides are
+decoded by FFmpeg (they are needed for the first shown one) but are not frames of the video.
+
 Several videos are decoded side by side with one decoder thread each (`decoder_threads=1`):
 on a busy machine that wastes nothing on frame-thread hand-offs, the way `ffmpeg -threads 1`
 runs one clip per core. A video decoded alone lets FFmpeg pick its threads.
@@ -12,11 +17,13 @@ runs one clip per core. A video decoded alone lets FFmpeg pick its threads.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import TypeVar
 
@@ -46,6 +53,9 @@ EPS = 1e-6
 # Frames larger than 8K UHD are not decoded: one 16000x16000 frame alone is ~1 GB of YUV and RGB
 # planes, and no delivery of the harness is near that size.
 MAX_PIXELS = 7680 * 4320
+# Decoders hand frames out in presentation order; a stream whose pts disagree (a decoder that
+# learnt its reorder depth late) is put back in order within this many frames.
+REORDER_WINDOW = 4
 
 Sampler = Callable[[float, float], list[dict]]
 Frame = tuple[float, str, Image.Image]  # (t_s, reason, picture) by default, see `analyse_video`
@@ -166,8 +176,8 @@ class _Pass:
     frame); the freeze anchors still follow the definition frame by frame, see `judge`.
     """
 
-    times: list[float] = field(default_factory=list)  # seconds from the first frame
-    durations: list[float] = field(default_factory=list)  # seconds, nan when unknown
+    pts: list[int] = field(default_factory=list)  # in presentation order
+    last_duration: int = 0  # the last frame's packet duration (0: unknown), in pts units
     black: list[bool] = field(default_factory=list)
     freeze_starts: list[int] = field(default_factory=list)  # index of each freeze-run anchor
     first: np.ndarray | None = None
@@ -176,9 +186,9 @@ class _Pass:
     cells: _CellDiff | None = None
     pending: list[np.ndarray] = field(default_factory=list)  # pictures not judged yet
 
-    def add(self, t: float, duration: float, picture: np.ndarray) -> None:
-        self.times.append(t)
-        self.durations.append(duration)
+    def add(self, pts: int, duration: int | None, picture: np.ndarray) -> None:
+        self.pts.append(pts)
+        self.last_duration = duration or 0
         self.pending.append(picture)
         if len(self.pending) == BATCH:
             self.judge()
@@ -189,7 +199,7 @@ class _Pass:
             return
         batch = np.stack(self.pending)
         self.pending = []
-        base = len(self.times) - len(batch)  # frame index of batch[0]
+        base = len(self.pts) - len(batch)  # frame index of batch[0]
         if self.first is None:
             self.first, self.cells = batch[0].copy(), _CellDiff(batch[0].shape)
         dark = np.count_nonzero(batch.reshape(len(batch), -1) <= BLACK_LUMA, axis=1)
@@ -229,24 +239,38 @@ def _ranges(runs: list[tuple[int, int]], times: np.ndarray, ends: np.ndarray,
     return out
 
 
-def _facts(p: _Pass, width: int, height: int, error: str | None) -> dict:
-    """Turn a pass's per-frame numbers into the contract's facts."""
-    times = np.array(p.times)
+def _seconds(pts: np.ndarray | int, origin: int, time_base: Fraction) -> np.ndarray | float:
+    """Seconds from the first frame: pts counted in integers, scaled once."""
+    return (pts - origin) * time_base.numerator / time_base.denominator
+
+
+def _average_duration(stream: av.video.stream.VideoStream) -> float:
+    """The stream's average frame duration in seconds (nan when it states no rate)."""
+    rate = stream.average_rate or stream.guessed_rate
+    return 1 / float(rate) if rate else math.nan
+
+
+def _facts(p: _Pass, time_base: Fraction, average_s: float, width: int, height: int,
+           error: str | None) -> dict:
+    """Turn a pass's per-frame numbers into the contract's facts.
+
+    A frame lasts until the next one's pts; the last lasts its packet's duration, else the
+    stream's average frame duration, else (the contract is silent) the median step.
+    """
+    times = _seconds(np.array(p.pts, dtype=np.int64), p.pts[0], time_base)
     steps = np.diff(times)
-    durations = np.array(p.durations)
-    known = durations[~np.isnan(durations) & (durations > 0)]
-    if steps.size:
-        step = float(np.median(steps))
-    elif known.size:
-        step = float(known[0])
+    step = float(np.median(steps)) if steps.size else math.nan
+    if p.last_duration > 0:
+        last = _seconds(p.last_duration, 0, time_base)
     else:
-        step = math.nan
-    durations = np.where(np.isnan(durations) | (durations <= 0), step, durations)
-    ends = times + durations
-    duration_s = round(float(ends[-1] - times[0]), 3) if not math.isnan(step) else None
+        last = average_s if average_s > 0 else step
+    ends = np.append(times[1:], times[-1] + last)
+    if math.isnan(step):
+        step = last
+    duration_s = round(float(ends[-1]), 3) if not math.isnan(last) else None
 
     freeze_runs = [
-        (start, (p.freeze_starts[k + 1] - 1) if k + 1 < len(p.freeze_starts) else len(times) - 1)
+        (start, (p.freeze_starts[k + 1] - 1) if k + 1 < len(p.freeze_starts) else len(p.pts) - 1)
         for k, start in enumerate(p.freeze_starts)
     ]
     black_ranges = _ranges(_runs(p.black), times, ends, MIN_BLACK_S)
@@ -267,13 +291,67 @@ def _facts(p: _Pass, width: int, height: int, error: str | None) -> dict:
     }
 
 
+class _Decoded:
+    """The frames of a stream in presentation order, as FFmpeg decodes them.
+
+    Frames an edit list hides are decoded (a cut's first shown frame needs the keyframe before
+    it) and dropped by FFmpeg, which flags their packets: `hidden` counts them. A frame whose
+    pts comes after frames it should precede by more than `REORDER_WINDOW` cannot be put in
+    order: it is left out, and `late` counts it.
+    """
+
+    def __init__(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream):
+        self.container, self.stream = container, stream
+        self.hidden = 0
+        self.late = 0
+        self._count = 0  # frames decoded: the order among equal pts
+        self._shown: int | None = None  # pts of the last frame handed out
+
+    def __iter__(self) -> Iterator[av.VideoFrame]:
+        waiting: list[tuple[int, int, av.VideoFrame]] = []  # a heap by (pts, decode order)
+        failure = None
+        try:
+            for packet in self.container.demux(self.stream):
+                self.hidden += packet.is_discard
+                for frame in packet.decode():
+                    if frame.pts is None:  # the caller stops there: the frames before it first
+                        yield from self._release(waiting, 0)
+                        yield frame
+                        return
+                    heapq.heappush(waiting, (frame.pts, self._count, frame))
+                    self._count += 1
+                    yield from self._release(waiting, REORDER_WINDOW)
+        except (av.FFmpegError, OSError, ValueError) as exc:
+            failure = exc  # the frames decoded before the break are frames of the video ...
+            try:  # ... those the decoder still holds for reordering too, as ffmpeg shows them
+                for frame in self.stream.codec_context.decode(None):
+                    heapq.heappush(waiting, (frame.pts, self._count, frame))
+                    self._count += 1
+            except (av.FFmpegError, OSError, ValueError):
+                pass
+        yield from self._release(waiting, 0)
+        if failure is not None:
+            raise failure
+
+    def _release(self, waiting: list, keep: int) -> Iterator[av.VideoFrame]:
+        """The earliest waiting frames until `keep` are left; one earlier than a frame already
+        handed out is too late for its place."""
+        while len(waiting) > keep:
+            pts, _, frame = heapq.heappop(waiting)
+            if self._shown is not None and pts < self._shown:
+                self.late += 1
+                continue
+            self._shown = pts
+            yield frame
+
+
 def _metadata_guess(stream: av.video.stream.VideoStream) -> tuple[float, float] | None:
     """Duration and fps the container claims, to place the sample times before decoding."""
-    rate = stream.average_rate or stream.guessed_rate
-    if stream.duration is None or stream.time_base is None or not rate:
+    average_s = _average_duration(stream)
+    if stream.duration is None or stream.time_base is None or math.isnan(average_s):
         return None
     duration = float(stream.duration * stream.time_base)
-    return (duration, float(rate)) if duration > 0 else None
+    return (duration, 1 / average_s) if duration > 0 else None
 
 
 class _Grabber:
@@ -324,18 +402,22 @@ class _NoVideo(Exception):
     """The file opened but holds no video stream."""
 
 
-def _seek_grab(path: Path, wanted: list[float], origin: float, take: Take, turns: int,
+def _seek_grab(path: Path, wanted: list[float], origin: int, take: Take, turns: int,
                decoder_threads: int) -> dict[float, object]:
-    """Second pass for sample times the metadata guess missed: one seek per time."""
+    """Second pass for sample times the metadata guess missed: one seek per time (`origin`
+    is the first frame's pts)."""
     got: dict[float, object] = {}
     container, stream = _open_video(path, decoder_threads)
+    time_base = stream.time_base
     with container:
         for t in sorted(wanted):
-            for start in (t + origin, origin):  # from the start only if the seek overshot
-                container.seek(int(start / stream.time_base), stream=stream, backward=True)
+            for start in (origin + int(t / time_base), origin):  # from the start only if the seek overshot
+                container.seek(start, stream=stream, backward=True)
                 grab = _Grabber([t], take, turns)
-                for frame in container.decode(stream):
-                    ft = float(frame.pts * stream.time_base) - origin
+                for frame in _Decoded(container, stream):
+                    if frame.pts is None:
+                        break
+                    ft = _seconds(frame.pts, origin, time_base)
                     if grab.held is None and ft > t + TIME_SLACK_S:
                         break
                     grab.feed(frame, ft)
@@ -358,8 +440,10 @@ class _Scan:
     width: int | None = None  # display size
     height: int | None = None
     turns: int = 0
-    origin: float = 0.0  # time of the first frame: every time is measured from it
+    origin: int = 0  # pts of the first frame: every time is measured from it
+    time_base: Fraction = Fraction(1)
     error: str | None = None
+    broken: bool = False  # the stream broke off: decoding failed, or frames are missing
 
 
 def _too_large(width: int, height: int, max_pixels: int) -> str | None:
@@ -371,12 +455,12 @@ def _too_large(width: int, height: int, max_pixels: int) -> str | None:
 def _scan(container: av.container.InputContainer, stream: av.video.stream.VideoStream,
           wanted: list[float], take: Take, max_pixels: int) -> _Scan:
     """The one decode pass: per-frame analysis numbers, plus the wanted frames taken."""
-    base = float(stream.time_base or 1)
     reformatter = VideoReformatter()
-    scan = _Scan(acc=_Pass(), grab=_Grabber(wanted, take))
+    scan = _Scan(acc=_Pass(), grab=_Grabber(wanted, take), time_base=stream.time_base or Fraction(1))
+    decoded = _Decoded(container, stream)
     coded = None
     try:
-        for frame in container.decode(stream):
+        for frame in decoded:
             if frame.pts is None:
                 scan.error = "frame without a timestamp"
                 break
@@ -391,20 +475,23 @@ def _scan(container: av.container.InputContainer, stream: av.video.stream.VideoS
                 scan.width, scan.height = (h, w) if scan.turns % 2 else (w, h)
                 small_h = max(1, round(ANALYSIS_WIDTH * scan.height / scan.width))
                 coded = (small_h, ANALYSIS_WIDTH) if scan.turns % 2 else (ANALYSIS_WIDTH, small_h)
-                scan.origin = frame.pts * base
-            t = frame.pts * base - scan.origin
+                scan.origin = frame.pts
             small = reformatter.reformat(frame, width=coded[0], height=coded[1], format="gray",
                                          interpolation=Interpolation.AREA, threads=1).to_ndarray()
             if scan.turns:
                 small = np.ascontiguousarray(np.rot90(small, scan.turns))
-            scan.acc.add(t, frame.duration * base if frame.duration else math.nan, small)
-            scan.grab.feed(frame, t)
+            scan.acc.add(frame.pts, frame.duration, small)
+            scan.grab.feed(frame, _seconds(frame.pts, scan.origin, scan.time_base))
     except (av.FFmpegError, OSError, ValueError) as exc:
-        scan.error = f"decoding stopped after {len(scan.acc.times)} frames: {_reason(exc)}"
+        scan.error = f"decoding stopped after {len(scan.acc.pts)} frames: {_reason(exc)}"
+        scan.broken = True
     scan.acc.judge()
-    expected = stream.frames
-    if scan.error is None and expected and 0 < len(scan.acc.times) < expected:
-        scan.error = f"decoded {len(scan.acc.times)} of {expected} frames"
+    expected = stream.frames - decoded.hidden  # the frames the edit list shows
+    if scan.error is None and decoded.late:
+        scan.error = f"frames decoded too late for presentation order, left out: {decoded.late}"
+    if scan.error is None and stream.frames and 0 < len(scan.acc.pts) < expected:
+        scan.error = f"decoded {len(scan.acc.pts)} of {expected} frames"
+        scan.broken = True
     scan.grab.finish()
     return scan
 
@@ -438,9 +525,14 @@ def analyse_video(path: Path, sample: Sampler | None = None, *, decoder_threads:
         guess = _metadata_guess(stream)
         planned = [item["t_s"] for item in sample(*guess)] if sample and guess else []
         scan = _scan(container, stream, planned, take, max_pixels)
-    if not scan.acc.times:
+        average_s = _average_duration(stream)
+    if scan.broken and not decoder_threads:
+        # FFmpeg's frame threads drop the frames in flight where a stream breaks off, which one
+        # thread decodes: the facts of a broken file must not depend on the threads
+        return analyse_video(path, sample, decoder_threads=1, take=take, max_pixels=max_pixels)
+    if not scan.acc.pts:
         return failed(scan.error or "no frame decoded")
-    facts = _facts(scan.acc, scan.width, scan.height, scan.error)
+    facts = _facts(scan.acc, scan.time_base, average_s, scan.width, scan.height, scan.error)
     if sample is None or facts["video_duration_s"] is None or facts["fps"] is None:
         return VideoAnalysis(facts=facts)
     final = sample(facts["video_duration_s"], facts["fps"])

@@ -1,9 +1,11 @@
 """The scrub (contract 3, "The scrub"): placeholders, redactions and findings over a text member.
 
-The kinds are data (`scrub_kinds.json`): each has a regex, an action and the literal-first
-`triggers` that every match contains. Each kind costs one fast literal scan of the whole text
-per trigger; the detailed regex only runs in a window of `max_len` bytes around a trigger hit,
-so text that holds nothing suspicious is scanned at memory-search speed and copied untouched.
+The kinds are data (`kinds.json`, the rule table): each has a regex, an action and the literal
+`keywords` one of which every match contains (or, for the few shapes with no literal, regex
+`triggers`). One Hyperscan pass over the text finds every keyword of every kind (`prefilter`),
+however many kinds there are; the detailed regex only runs in a window of `max_len` bytes around
+a keyword's hit, so text that holds nothing suspicious is scanned at memory speed and copied
+untouched. A kind with no fixed prefix may set an entropy floor its value must reach.
 
 The scrub reads what a reader of the file reads: UTF-16 and UTF-32 text as text, and around
 each JSON escape that can spell part of a value (`\\u0073`, `\\/`) the decoded text, whose
@@ -30,6 +32,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
+from vae_pipeline.domain.scrub.measures import VALUE_CHECKS, shannon_entropy
+from vae_pipeline.domain.scrub.prefilter import Prefilter
 from vae_pipeline.domain.scrub.views import (
     VIEW_BYTES,
     DecodedView,
@@ -167,6 +171,8 @@ class Kind:
     replacement: bytes = b""
     group: int = 0
     validate: str | None = None
+    keywords: tuple[bytes, ...] = ()  # lowercase literals found by the prefilter (any case)
+    entropy: float = 0.0  # the least Shannon entropy (bits per character) a value must have
     shape: str = "pattern"
     learns_names: bool = False  # its matches name home directories, whose owners are user names
 
@@ -208,12 +214,27 @@ def _project_folder_form(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "-", name)
 
 
+# `{assign}` in a pattern: a key holding one of the row's keywords and a word that names a
+# secret (`TWILIO_AUTH_TOKEN`, `"heroku_api_key"`; not `heroku_app_id`), then `=`, `:`, `:=` or
+# `=>`, quoted or not, also inside a JSON string that holds JSON (`\\\\"key\\\\": \\\\"value\\\\"`);
+# the value follows, as the row's group.
+_ASSIGN = (
+    "(?i:(?=[A-Za-z0-9_. -]{{0,40}}?(?:key|token|secret|pass|pwd|auth|api|pat|cred|private|sid))"
+    "(?:{keys})[A-Za-z0-9_. -]{{0,30}}?)(?:\\\\{{0,7}}[\"'])?[ \\t]*(?:=>|:=|::|[:=])[ \\t]*(?:\\\\{{0,7}}[\"'`])?"
+)
+
+
 def _compile(spec: dict, value: str | None, names: tuple[str, ...]) -> Kind:
     pattern = spec["pattern"]
     flags = re.IGNORECASE if "i" in spec.get("flags", "") else 0
+    keywords = tuple(k.lower().encode() for k in spec.get("keywords", ()))
+    if "{assign}" in pattern:
+        pattern = pattern.replace("{assign}", _ASSIGN.format(keys="|".join(re.escape(k) for k in spec["keywords"])))
     if spec.get("config"):
         pattern = pattern.replace("{value}", re.escape(value or ""))
         triggers, lead = _case_free_triggers(value or "")
+    elif keywords:  # (the prefilter finds them; as regexes for those who search a kind's text alone)
+        triggers, lead = tuple(re.compile(b"(?i:" + re.escape(k) + b")") for k in keywords), int(spec["lead"])
     else:
         triggers, lead = tuple(re.compile(t.encode()) for t in spec["triggers"]), int(spec["lead"])
     if "{names}" in pattern:
@@ -231,6 +252,8 @@ def _compile(spec: dict, value: str | None, names: tuple[str, ...]) -> Kind:
         replacement=replacement.encode(),
         group=int(spec.get("group", 0)),
         validate=spec.get("validate"),
+        keywords=keywords,
+        entropy=float(spec.get("entropy", 0.0)),
         shape=spec.get("shape", "pattern"),
         learns_names=bool(spec.get("learns_names")),
     )
@@ -272,6 +295,12 @@ def compiled_kinds(hostname: str | None, usernames: tuple[str, ...] = ()) -> tup
         else:
             kinds.append(_compile(spec, None, usernames))
     return tuple(kinds)
+
+
+@lru_cache(maxsize=1)
+def prefilter() -> Prefilter:
+    """The prefilter of every keyword of the rule table."""
+    return Prefilter(k.lower().encode() for spec in kind_specs() for k in spec.get("keywords", ()))
 
 
 @lru_cache(maxsize=1)
@@ -347,7 +376,7 @@ def _is_reportable_ip(value: bytes) -> bool:
     return not any(address.version == net.version and address in net for net in _DOC_NETWORKS)
 
 
-_VALIDATORS: dict[str, Callable[[bytes], bool]] = {"ip_address": _is_reportable_ip}
+_VALIDATORS: dict[str, Callable[[bytes], bool]] = {"ip_address": _is_reportable_ip, **VALUE_CHECKS}
 
 
 def _holds_value_mark(buf: bytes, start: int, end: int) -> bool:
@@ -383,42 +412,55 @@ def _in_email(email: re.Pattern[bytes], buf: bytes, start: int, end: int) -> boo
 
 
 class _TriggerHits:
-    """Trigger hit offsets, each trigger scanned once per text and shared between kinds.
+    """Keyword and trigger hit offsets, each found once per text and shared between kinds.
 
-    When a kind replaces spans, the hits are moved rather than rescanned: a replacement starts
-    with "<" and ends with ">", which no trigger holds, so it can neither hold a new hit nor
-    make one with its neighbours; hits inside a replaced span are gone.
+    The keywords of every kind are found by one prefilter pass when the text is first read;
+    a trigger (a kind with no literal keyword) is scanned for when first asked. When a kind
+    replaces spans, the hits are moved rather than rescanned: a replacement starts with "<"
+    and ends with ">", which no keyword or trigger holds at its edge, so it can make no new
+    hit with its neighbours (and no kind matches inside one); hits inside a replaced span are gone.
     """
 
     def __init__(self, buf: bytes) -> None:
         self.buf = buf
         self.hits: dict[bytes, list[int]] = {}
+        self.keyword_hits = prefilter().hits(buf)
 
     def of(self, kind: Kind) -> list[int]:
-        found: set[int] = set()
+        if kind.keywords:
+            found = [self.keyword_hits.get(k, ()) for k in kind.keywords]
+            present = [hits for hits in found if hits]
+            return list(present[0]) if len(present) == 1 else sorted({h for hits in present for h in hits})
+        found_set: set[int] = set()
         for trigger in kind.triggers:
             if trigger.pattern not in self.hits:
                 # a trigger may start at a rarer character than its match does (scanning for
                 # "J" is faster than for "e"): its group 1, in a lookbehind, marks where it starts
                 group = 1 if trigger.groups else 0
                 self.hits[trigger.pattern] = [m.start(group) for m in trigger.finditer(self.buf)]
-            found.update(self.hits[trigger.pattern])
-        return sorted(found)
+            found_set.update(self.hits[trigger.pattern])
+        return sorted(found_set)
 
     def replaced(self, buf: bytes, spans: list[tuple[int, int, int]]) -> None:
         """The text is now `buf`: each (start, end, new length) span was replaced, in order."""
         self.buf = buf
-        for pattern, hits in self.hits.items():
-            moved, i, shift = [], 0, 0
-            for start, end, length in spans:
-                while i < len(hits) and hits[i] < start:
-                    moved.append(hits[i] + shift)
-                    i += 1
-                while i < len(hits) and hits[i] < end:
-                    i += 1
-                shift += length - (end - start)
-            moved.extend(h + shift for h in hits[i:])
-            self.hits[pattern] = moved
+        for table in (self.hits, self.keyword_hits):
+            for key, hits in table.items():
+                table[key] = _moved(hits, spans)
+
+
+def _moved(hits: list[int], spans: list[tuple[int, int, int]]) -> list[int]:
+    """Hit offsets after each (start, end, new length) span was replaced; those inside are gone."""
+    moved, i, shift = [], 0, 0
+    for start, end, length in spans:
+        while i < len(hits) and hits[i] < start:
+            moved.append(hits[i] + shift)
+            i += 1
+        while i < len(hits) and hits[i] < end:
+            i += 1
+        shift += length - (end - start)
+    moved.extend(h + shift for h in hits[i:])
+    return moved
 
 
 def _matches(kind: Kind, buf: bytes, hits: list[int]) -> Iterator[re.Match[bytes]]:
@@ -486,6 +528,8 @@ def _actions(kind: Kind, buf: bytes, hits: list[int], names: _Names) -> Iterator
             if images.hold(start, end):
                 continue
             if kind.validate and not _VALIDATORS[kind.validate](buf[start:end]):
+                continue
+            if kind.entropy and shannon_entropy(buf[start:end]) < kind.entropy:
                 continue
             if kind.shape == "host":
                 if not _in_placeholder(buf, start, end):
@@ -603,12 +647,15 @@ def _scrub_utf8(data: bytes, file: str, config: ScrubConfig, line_map: Sequence[
     buf = _scrub_windows(reading, kinds, known, result, found, _Lines(data, line_map))
     triggers = reading.triggers if buf is data else _TriggerHits(buf)
     for kind in kinds:
+        hits = triggers.of(kind)
+        if not hits:  # most kinds, in most texts: none of their keywords is there
+            continue
         lines = _Lines(buf, line_map)
         pieces: list[bytes | memoryview] = []  # views: the text between replacements is copied once
         spans: list[tuple[int, int, int]] = []
         last = 0
         whole = memoryview(buf)
-        for start, end, replace in _actions(kind, buf, triggers.of(kind), known):
+        for start, end, replace in _actions(kind, buf, hits, known):
             if not replace:
                 found.setdefault((lines.at(start), kind.name), []).append(buf[start:end])
                 continue
@@ -690,8 +737,11 @@ def _scrub_reading(piece: bytes, levels: list[DecodedView], settled: int, edges:
     view = NestedView(levels)
     triggers = _TriggerHits(view.data)
     for kind in kinds:
+        hits = triggers.of(kind)
+        if not hits:
+            continue
         edits = []
-        for start, end, replace in _actions(kind, view.data, triggers.of(kind), names):
+        for start, end, replace in _actions(kind, view.data, hits, names):
             if _cut(start, end, len(view.data), *edges):
                 continue
             source = view.source_span(start, end)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -100,16 +101,18 @@ def test_the_prefilter_finds_every_rows_keywords() -> None:
             for spelt in (keyword, keyword.upper(), keyword.lower()):
                 hits = scanner.hits(f"a {spelt} b".encode())
                 assert hits.get(keyword.lower().encode()) == [2], (spec["name"], keyword)
-        for example in spec["true_examples"] if spec.get("keywords") else []:
+        keys = [k.lower().encode() for k in spec.get("keywords", [])] + [t.encode() for t in spec.get("triggers", [])]
+        for example in spec["true_examples"] if keys else []:
             hits = scanner.hits(example.encode())
-            assert any(k.lower().encode() in hits for k in spec["keywords"]), (spec["name"], example)
+            assert any(k in hits for k in keys), (spec["name"], example)
 
 
 def test_the_prefilter_reports_every_occurrence_where_it_starts() -> None:
-    hits = prefilter().hits(b"sk-ant- then SK-ANT- and glpat- glpat-")
+    hits = prefilter().hits(b"sk-ant- then SK-ANT- and glpat- glpat- at 10.1.22.3 and 10.0.0.1")
     assert hits[b"sk-ant-"] == [0, 13]
     assert hits[b"sk-"] == [0, 13]
     assert hits[b"glpat-"] == [25, 32]
+    assert hits[rb"\.[0-9]{1,3}\.[0-9]{1,3}\."] == [44, 58]  # a trigger: once per start
     assert prefilter().hits(b"") == {}
 
 
@@ -251,3 +254,9 @@ def test_every_gitleaks_default_kind_is_a_row_or_left_out_for_a_reason() -> None
     missing = [i for i in GITLEAKS_IDS if i not in covered and i not in GITLEAKS_LEFT_OUT]
     assert missing == []
     assert set(GITLEAKS_LEFT_OUT) <= set(GITLEAKS_IDS)
+
+
+def test_docs_list_every_kind_with_its_placeholder() -> None:
+    formats = (Path(__file__).resolve().parent.parent / "docs" / "formats.md").read_text(encoding="utf-8")
+    for spec in REDACT:
+        assert f"| `{spec['name']}` |" in formats and f"`{_placeholder(spec)}` |" in formats, spec["name"]

@@ -172,6 +172,8 @@ class Kind:
     group: int = 0
     validate: str | None = None
     keywords: tuple[bytes, ...] = ()  # lowercase literals found by the prefilter (any case)
+    scanned: tuple[bytes, ...] = ()  # regex triggers the prefilter finds (for shapes with no literal)
+    own_prefilter: Prefilter | None = field(default=None, compare=False)  # a told name's, not the table's
     entropy: float = 0.0  # the least Shannon entropy (bits per character) a value must have
     shape: str = "pattern"
     learns_names: bool = False  # its matches name home directories, whose owners are user names
@@ -230,13 +232,14 @@ def _compile(spec: dict, value: str | None, names: tuple[str, ...]) -> Kind:
     keywords = tuple(k.lower().encode() for k in spec.get("keywords", ()))
     if "{assign}" in pattern:
         pattern = pattern.replace("{assign}", _ASSIGN.format(keys="|".join(re.escape(k) for k in spec["keywords"])))
-    if spec.get("config"):
+    if spec.get("config"):  # a told name: its own keyword, found apart from the table's
         pattern = pattern.replace("{value}", re.escape(value or ""))
-        triggers, lead = _case_free_triggers(value or "")
-    elif keywords:  # (the prefilter finds them; as regexes for those who search a kind's text alone)
-        triggers, lead = tuple(re.compile(b"(?i:" + re.escape(k) + b")") for k in keywords), int(spec["lead"])
-    else:
-        triggers, lead = tuple(re.compile(t.encode()) for t in spec["triggers"]), int(spec["lead"])
+        keywords, lead = ((value or "").lower().encode(),), 0
+        triggers: tuple[re.Pattern[bytes], ...] = (re.compile(re.escape((value or "").encode()), re.IGNORECASE),)
+    else:  # (keywords as regexes too, for those who search a kind's text alone)
+        triggers = tuple(re.compile(b"(?i:" + re.escape(k) + b")") for k in keywords)
+        triggers += tuple(re.compile(t.encode()) for t in spec.get("triggers", ()))
+        lead = int(spec["lead"])
     if "{names}" in pattern:
         forms = sorted({f for n in names for f in (n, _project_folder_form(n))}, key=lambda f: (-len(f), f))
         pattern = pattern.replace("{names}", "(?i:" + "|".join(map(re.escape, forms)) + ")" if forms else "(?!)")
@@ -253,32 +256,11 @@ def _compile(spec: dict, value: str | None, names: tuple[str, ...]) -> Kind:
         group=int(spec.get("group", 0)),
         validate=spec.get("validate"),
         keywords=keywords,
+        scanned=() if spec.get("config") else tuple(t.encode() for t in spec.get("triggers", ())),
         entropy=float(spec.get("entropy", 0.0)),
         shape=spec.get("shape", "pattern"),
         learns_names=bool(spec.get("learns_names")),
     )
-
-
-_LETTER_FREQUENCY = "etaoinshrdlcumwfgypbvkjxqz"  # English, most common first
-
-
-def _case_free_triggers(value: str) -> tuple[tuple[re.Pattern[bytes], ...], int]:
-    """Literal-first triggers for a case-insensitive name, starting at its rarest character.
-
-    A scan for a literal is far faster than one compiled IGNORECASE, and the rarer the literal,
-    the fewer the attempts: one trigger per case of that character, which then checks the
-    characters around it.
-    """
-    rank = {c: i for i, c in enumerate(_LETTER_FREQUENCY)}
-    at = max(range(len(value)), key=lambda i: (rank.get(value[i].lower(), len(rank)), -i))
-    before = value[max(0, at - 3) : at + 1]
-    context = f"(?<=(?i:{re.escape(before)}))" if len(before) > 1 else ""
-    rest = f"(?i:{re.escape(value[at + 1 :])})" if value[at + 1 :] else ""
-    triggers = tuple(
-        re.compile((re.escape(c) + context + rest).encode())
-        for c in sorted({value[at].lower(), value[at].upper()})
-    )
-    return triggers, len(value[:at].encode())
 
 
 @lru_cache(maxsize=64)
@@ -294,13 +276,17 @@ def compiled_kinds(hostname: str | None, usernames: tuple[str, ...] = ()) -> tup
             kinds += [_compile(spec, name, usernames) for name in usernames]
         else:
             kinds.append(_compile(spec, None, usernames))
-    return tuple(kinds)
+    # the told names are found by a prefilter of their own, one scan for all of them
+    told = Prefilter(k for kind in kinds if kind.config_word for k in kind.keywords)
+    return tuple(dataclasses.replace(kind, own_prefilter=told) if kind.config_word else kind for kind in kinds)
 
 
 @lru_cache(maxsize=1)
 def prefilter() -> Prefilter:
-    """The prefilter of every keyword of the rule table."""
-    return Prefilter(k.lower().encode() for spec in kind_specs() for k in spec.get("keywords", ()))
+    """The prefilter of every keyword and trigger of the rule table."""
+    specs = kind_specs()
+    return Prefilter((k.encode() for spec in specs for k in spec.get("keywords", ())),
+                     (t.encode() for spec in specs for t in spec.get("triggers", ())))
 
 
 @lru_cache(maxsize=1)
@@ -412,41 +398,44 @@ def _in_email(email: re.Pattern[bytes], buf: bytes, start: int, end: int) -> boo
 
 
 class _TriggerHits:
-    """Keyword and trigger hit offsets, each found once per text and shared between kinds.
+    """Keyword and trigger hit offsets of one text, found once and shared between kinds.
 
-    The keywords of every kind are found by one prefilter pass when the text is first read;
-    a trigger (a kind with no literal keyword) is scanned for when first asked. When a kind
-    replaces spans, the hits are moved rather than rescanned: a replacement starts with "<"
-    and ends with ">", which no keyword or trigger holds at its edge, so it can make no new
-    hit with its neighbours (and no kind matches inside one); hits inside a replaced span are gone.
+    The table's keywords and triggers are found by one prefilter pass when the text is first
+    read; the told host and user names by one pass of their own, when first asked for. When a
+    kind replaces spans, the hits are moved rather than searched again (each list when next
+    asked for): a replacement starts with "<" and ends with ">", which no keyword or trigger
+    holds at its edge, so it can make no new hit with its neighbours (and no kind matches
+    inside one); hits inside a replaced span are gone.
     """
 
     def __init__(self, buf: bytes) -> None:
         self.buf = buf
-        self.hits: dict[bytes, list[int]] = {}
-        self.keyword_hits = prefilter().hits(buf)
+        self.hits: dict[bytes, tuple[int, list[int]]] = {k: (0, v) for k, v in prefilter().hits(buf).items()}
+        self.edits: list[list[tuple[int, int, int]]] = []  # the spans each replacement so far replaced
+        self.scanned: set[int] = set()  # the own prefilters whose keywords were searched for
 
     def of(self, kind: Kind) -> list[int]:
-        if kind.keywords:
-            found = [self.keyword_hits.get(k, ()) for k in kind.keywords]
-            present = [hits for hits in found if hits]
-            return list(present[0]) if len(present) == 1 else sorted({h for hits in present for h in hits})
-        found_set: set[int] = set()
-        for trigger in kind.triggers:
-            if trigger.pattern not in self.hits:
-                # a trigger may start at a rarer character than its match does (scanning for
-                # "J" is faster than for "e"): its group 1, in a lookbehind, marks where it starts
-                group = 1 if trigger.groups else 0
-                self.hits[trigger.pattern] = [m.start(group) for m in trigger.finditer(self.buf)]
-            found_set.update(self.hits[trigger.pattern])
-        return sorted(found_set)
+        if kind.own_prefilter is not None and id(kind.own_prefilter) not in self.scanned:
+            self.scanned.add(id(kind.own_prefilter))
+            self.hits.update((k, (len(self.edits), v)) for k, v in kind.own_prefilter.hits(self.buf).items())
+        present = [hits for hits in map(self._current, kind.keywords + kind.scanned) if hits]
+        return list(present[0]) if len(present) == 1 else sorted({h for hits in present for h in hits})
+
+    def _current(self, key: bytes) -> list[int]:
+        """A key's hits in the text as it is now."""
+        if key not in self.hits:
+            return []
+        done, hits = self.hits[key]
+        if done < len(self.edits):
+            for spans in self.edits[done:]:
+                hits = _moved(hits, spans)
+            self.hits[key] = (len(self.edits), hits)
+        return hits
 
     def replaced(self, buf: bytes, spans: list[tuple[int, int, int]]) -> None:
         """The text is now `buf`: each (start, end, new length) span was replaced, in order."""
         self.buf = buf
-        for table in (self.hits, self.keyword_hits):
-            for key, hits in table.items():
-                table[key] = _moved(hits, spans)
+        self.edits.append(spans)
 
 
 def _moved(hits: list[int], spans: list[tuple[int, int, int]]) -> list[int]:

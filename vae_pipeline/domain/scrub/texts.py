@@ -268,17 +268,24 @@ def compiled_kinds(hostname: str | None, usernames: tuple[str, ...] = ()) -> tup
     """The kinds in application order; the host kind only when the pipeline was told the host
     name, one user-name kind per name."""
     kinds = []
-    for spec in kind_specs():
+    for spec, fixed in zip(kind_specs(), _fixed_kinds()):
         config_key = spec.get("config")
         if config_key == "hostname":
             kinds += [_compile(spec, hostname, usernames)] if hostname else []
         elif config_key == "usernames":
             kinds += [_compile(spec, name, usernames) for name in usernames]
         else:
-            kinds.append(_compile(spec, None, usernames))
+            kinds.append(fixed or _compile(spec, None, usernames))
     # the told names are found by a prefilter of their own, one scan for all of them
     told = Prefilter(k for kind in kinds if kind.config_word for k in kind.keywords)
     return tuple(dataclasses.replace(kind, own_prefilter=told) if kind.config_word else kind for kind in kinds)
+
+
+@lru_cache(maxsize=1)
+def _fixed_kinds() -> tuple[Kind | None, ...]:
+    """Each row compiled once when it does not depend on the names told or met (None when it does)."""
+    return tuple(None if spec.get("config") or "{names}" in spec["pattern"] else _compile(spec, None, ())
+                 for spec in kind_specs())
 
 
 @lru_cache(maxsize=1)

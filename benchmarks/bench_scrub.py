@@ -1,4 +1,4 @@
-"""Scrub throughput vs detect-secrets on a generated episode (the whole `bundles` step is
+"""Scrub recall, false positives and throughput vs detect-secrets (the whole `bundles` step is
 `bench_bundles.py`).
 
     python benchmarks/bench_scrub.py [--mb 100] [--ds-mb 3]
@@ -6,11 +6,18 @@
 Generates an episode of transcript-like files (JSONL messages with stream events, tool results,
 a few screenshots, request blobs, project sources) with every planted value in it — as plain
 text, spelt with JSON escapes (`\\u00XX`, `\\/`) and in a UTF-16 file — and two users' home
-paths, prompts, `ls -l` listings and project folders, then:
+paths, prompts, `ls -l` listings and project folders; and beside them the rule table's planted
+texts: every row's true examples and every string that must stay (every row's false examples),
+each as a line of a `.env`-like text file and as a tool result's JSON string. Then:
 1. learns the users from every file and scrubs every text file with them (as `bundles` does)
-   and reports MB/s and which planted kinds and users were caught;
+   and reports MB/s (and MB per CPU second: on a shared machine the fairer figure) and which
+   planted kinds and users were caught;
 2. runs detect-secrets (Python API, default plugins) over the first --ds-mb MB of the same files
-   (it runs at well under 1 MB/s, so all 100 MB would take many minutes) and reports the same.
+   and the same planted texts (it runs at well under 1 MB/s, so all 100 MB would take many
+   minutes) and reports the same;
+3. prints, per kind of the rule table, the recall of both on its planted values (a value is
+   caught by the scrub when it is gone from the output, by detect-secrets when its line is
+   flagged) and their false positives on the strings that must stay (changed or flagged).
 """
 
 from __future__ import annotations
@@ -25,13 +32,21 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vae_pipeline.domain.scrub.texts import ScrubConfig, is_text_member, learn_user_names, scrub_text  # noqa: E402
+from vae_pipeline.domain.scrub.texts import (  # noqa: E402
+    ScrubConfig,
+    is_text_member,
+    kind_specs,
+    learn_user_names,
+    scrub_text,
+)
 from vae_pipeline.sample.planted import PLANTED_KIND, planted_text, planted_values  # noqa: E402
 
 WORDS = (
@@ -113,6 +128,39 @@ def _line_pool(rng: random.Random, screenshots: list[str]) -> list[bytes]:
     return pool
 
 
+@dataclass(frozen=True)
+class Planted:
+    """One planted line of the table's texts: a kind's value (secret) or a string that must stay."""
+
+    kind: str
+    text: str  # the line as written (a JSON line, or a text line with its newlines escaped away)
+    secret: str | None  # None: a string that must stay
+
+
+def table_texts() -> list[Planted]:
+    """Every row's true examples (with the value each holds) and false examples, each as a text
+    line (its own newlines kept only in the JSON form) and as a tool result's JSON string."""
+    planted = []
+    for spec in kind_specs():
+        if spec.get("config") or spec["action"] != "redact":
+            continue
+        for example, secret in zip(spec["true_examples"], spec["secrets"]):
+            planted.append(Planted(spec["name"], example.replace("\n", " "), secret))
+            planted.append(Planted(spec["name"], json.dumps({"type": "tool_result", "content": example}), secret))
+    for spec in kind_specs():
+        for example in spec["false_examples"] if not spec.get("config") and spec["name"] != "user" else []:
+            planted.append(Planted(spec["name"], example.replace("\n", " "), None))
+            planted.append(Planted(spec["name"], json.dumps({"type": "tool_result", "content": example}), None))
+    return planted
+
+
+def write_table_texts(folder: Path, planted: list[Planted]) -> Path:
+    """The planted lines as one file, a line each."""
+    path = folder / "planted-table.jsonl"
+    path.write_text("".join(p.text + "\n" for p in planted))
+    return path
+
+
 def generate_episode(folder: Path, megabytes: float, seed: int = 1) -> dict[str, str]:
     """Write an episode of about `megabytes` MB; return the planted values."""
     rng = random.Random(seed)
@@ -176,29 +224,41 @@ def _users_left(outputs: dict[str, bytes]) -> list[str]:
     return [user for user in USERS if any(re.search(rb"\b%s\b" % user.encode(), data) for data in outputs.values())]
 
 
-def bench_scrub(folder: Path, values: dict[str, str]) -> float:
+def bench_scrub(folder: Path, values: dict[str, str], table: Path) -> tuple[float, list[bool]]:
+    """The scrub's MB/s, and per planted table line whether it did right (a value gone, a
+    string that must stay unchanged)."""
     texts = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
     texts = {k: v for k, v in texts.items() if is_text_member(k, v) and "/vendor/" not in k and not k.endswith(".env")}
+    texts[table.name] = table.read_bytes()
     size = sum(map(len, texts.values()))
     told = ScrubConfig(hostname="render-box.internal", usernames=("vidbot",))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     config = told.with_usernames(name for data in texts.values() for name in learn_user_names(data))
     results = {path: scrub_text(data, path, config) for path, data in texts.items()}
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     rate = size / 1e6 / elapsed
     findings = {f.kind for r in results.values() for f in r.findings}
     caught = _caught_kinds({p: r.data for p, r in results.items()}, findings, values)
     print(f"scrub:          {size / 1e6:8.1f} MB in {elapsed:6.2f} s = {rate:7.1f} MB/s "
-          f"({sum(r.redacted for r in results.values())} redacted, "
+          f"({size / 1e6 / cpu:.1f} MB per CPU second; {sum(r.redacted for r in results.values())} redacted, "
           f"{sum(len(r.findings) for r in results.values())} findings)")
     missed = [k for k, ok in caught.items() if not ok]
     print(f"  planted kinds caught: {sum(caught.values())}/{len(caught)}" + (f"  MISSED: {missed}" if missed else ""))
-    left = _users_left({p: r.data for p, r in results.items()})
+    left = _users_left({p: r.data for p, r in results.items() if p != table.name})  # the table plants its own names
     print(f"  users learnt and replaced: {len(USERS) - len(left)}/{len(USERS)}" + (f"  LEFT: {left}" if left else ""))
-    return rate
+    before, after = texts[table.name].split(b"\n"), results[table.name].data.split(b"\n")
+    right = []
+    for p, line, out in zip(table_texts(), before, after):
+        if p.secret is None:
+            right.append(out == line)
+        else:
+            forms = {p.secret.encode(), json.dumps(p.secret)[1:-1].encode()}
+            right.append(not any(f in out for f in forms))
+    return rate, right
 
 
-def bench_detect_secrets(folder: Path, values: dict[str, str], megabytes: float) -> float:
+def bench_detect_secrets(folder: Path, values: dict[str, str], megabytes: float, table: Path) -> tuple[float, list[bool]]:
+    """detect-secrets' MB/s, and per planted table line whether it flagged the line."""
     from detect_secrets import SecretsCollection
     from detect_secrets.settings import default_settings
 
@@ -219,13 +279,16 @@ def bench_detect_secrets(folder: Path, values: dict[str, str], megabytes: float)
     planted_file = sample / "planted.txt"
     planted_file.write_text(planted_text(values))
     lines_of[planted_file] = planted_file.read_bytes().split(b"\n")
+    table_file = sample / table.name
+    shutil.copy(table, table_file)
+    lines_of[table_file] = table_file.read_bytes().split(b"\n")
     size = sum(t.stat().st_size for t in lines_of)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     with default_settings():
         collection = SecretsCollection()
         for target in lines_of:
             collection.scan_file(str(target))
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     rate = size / 1e6 / elapsed
     hit_lines = {(Path(f).resolve(), s.line_number) for f, s in collection}
     # what it catches is judged on planted.txt, where each value has a line of its own
@@ -236,11 +299,41 @@ def bench_detect_secrets(folder: Path, values: dict[str, str], megabytes: float)
         caught[key] = any((planted_file.resolve(), i) in hit_lines
                           for i, line in enumerate(planted_lines, 1) if first in line)
     print(f"detect-secrets: {size / 1e6:8.1f} MB in {elapsed:6.2f} s = {rate:7.2f} MB/s "
-          f"({len(hit_lines)} lines flagged)")
+          f"({size / 1e6 / cpu:.2f} MB per CPU second; {len(hit_lines)} lines flagged)")
     print(f"  planted kinds caught: {sum(caught.values())}/{len(caught)}; missed: "
           f"{[k for k, ok in caught.items() if not ok]}")
+    flagged = [(table_file.resolve(), i) in hit_lines for i in range(1, len(table_texts()) + 1)]
     shutil.rmtree(sample)
-    return rate
+    return rate, flagged
+
+
+def report_by_kind(planted: list[Planted], ours: list[bool], flagged: list[bool]) -> None:
+    """Per kind: recall of both on its planted values, and their false positives on the strings
+    that must stay (the scrub's: changed; detect-secrets': flagged)."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # values, caught by the scrub, by detect-secrets
+    stay: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # must stay, changed by the scrub, flagged by d-s
+    for p, right, hit in zip(planted, ours, flagged):
+        if p.secret is not None:
+            row = counts[p.kind]
+            row[0] += 1
+            row[1] += right
+            row[2] += hit
+        else:
+            row = stay[p.kind]
+            row[0] += 1
+            row[1] += not right
+            row[2] += hit
+    print(f"\n{'kind':24s} {'planted':>7s} {'scrub':>7s} {'d-s':>7s}   {'must stay':>9s} {'scrub FP':>8s} {'d-s FP':>7s}")
+    for kind in sorted(set(counts) | set(stay)):
+        n, ok, ds = counts[kind][:3] if kind in counts else (0, 0, 0)
+        m, fp, dfp = stay[kind] if kind in stay else (0, 0, 0)
+        recall = f"{ok / n:7.0%} {ds / n:7.0%}" if n else f"{'-':>7s} {'-':>7s}"
+        print(f"{kind:24s} {n:7d} {recall}   {m:9d} {fp:8d} {dfp:7d}")
+    values = sum(c[0] for c in counts.values())
+    musts = sum(c[0] for c in stay.values())
+    print(f"{'all':24s} {values:7d} {sum(c[1] for c in counts.values()) / values:7.1%} "
+          f"{sum(c[2] for c in counts.values()) / values:7.1%}   {musts:9d} {sum(c[1] for c in stay.values()):8d} "
+          f"{sum(c[2] for c in stay.values()):7d}")
 
 
 def main() -> None:
@@ -252,8 +345,11 @@ def main() -> None:
     try:
         folder = root / "episode"
         values = generate_episode(folder, args.mb)
-        ours = bench_scrub(folder, values)
-        theirs = bench_detect_secrets(folder, values, args.ds_mb)
+        planted = table_texts()
+        table = write_table_texts(root, planted)
+        ours, right = bench_scrub(folder, values, table)
+        theirs, flagged = bench_detect_secrets(folder, values, args.ds_mb, table)
+        report_by_kind(planted, right, flagged)
         print(f"scrub / detect-secrets throughput: {ours / theirs:6.0f}x (goal >= 100x and >= 50 MB/s)")
     finally:
         shutil.rmtree(root)

@@ -22,7 +22,7 @@ from pathlib import Path
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.episodes.json_schema import contract_validator
 from vae_pipeline.domain.scrub.lines import scrub_line
-from vae_pipeline.domain.scrub.texts import ScrubConfig, kind_specs, scrub_text
+from vae_pipeline.domain.scrub.texts import ScrubConfig, kind_specs, prefilter, scrub_text
 from vae_pipeline.domain.episodes.strict_json import loads
 
 SERIES_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
@@ -37,23 +37,18 @@ REDACTED_ID_PREFIX = "redacted-"
 
 
 @functools.cache
-def _credential_kinds() -> tuple[frozenset[str], re.Pattern[bytes] | None]:
-    """The scrub's credential kinds, and one search for all their triggers (None when a kind
-    has none): a name without a trigger hit holds no credential, and skips the scrub."""
-    specs = [spec for spec in kind_specs() if spec["action"] == "redact" or spec["name"] == LEFTOVER_CREDENTIAL]
-    names = frozenset(spec["name"] for spec in specs)
-    if not all(spec.get("triggers") for spec in specs):
-        return names, None
-    return names, re.compile(b"|".join(b"(?:%s)" % t.encode() for spec in specs for t in spec["triggers"]))
+def _credential_kinds() -> frozenset[str]:
+    """The scrub's credential kinds."""
+    return frozenset(spec["name"] for spec in kind_specs() if spec["action"] == "redact" or spec["name"] == LEFTOVER_CREDENTIAL)
 
 
 def name_credentials(name: str) -> list[str]:
     """The credential kinds the scrub finds in a name (empty: none), by the scrub's own kinds."""
-    credentials, triggers = _credential_kinds()
     text = name.encode("utf-8", errors="replace")
-    if triggers is not None and triggers.search(text) is None:
+    if not prefilter().hits(text):  # a name with no keyword of any kind holds no credential
         return []
     result = scrub_text(text, name, ScrubConfig())
+    credentials = _credential_kinds()
     found = set(result.redacted_by_kind) | {f.kind for f in result.findings if f.kind in credentials}
     return sorted(found)
 

@@ -1,9 +1,11 @@
 """The scrub (contract 3, "The scrub"): placeholders, redactions and findings over a text member.
 
-The kinds are data (`scrub_kinds.json`): each has a regex, an action and the literal-first
-`triggers` that every match contains. Each kind costs one fast literal scan of the whole text
-per trigger; the detailed regex only runs in a window of `max_len` bytes around a trigger hit,
-so text that holds nothing suspicious is scanned at memory-search speed and copied untouched.
+The kinds are data (`kinds.json`, the rule table): each has a regex, an action and the literal
+`keywords` one of which every match contains (or, for the few shapes with no literal, regex
+`triggers`). One Hyperscan pass over the text finds every keyword of every kind (`prefilter`),
+however many kinds there are; the detailed regex only runs in a window of `max_len` bytes around
+a keyword's hit, so text that holds nothing suspicious is scanned at memory speed and copied
+untouched. A kind with no fixed prefix may set an entropy floor its value must reach.
 
 The scrub reads what a reader of the file reads: UTF-16 and UTF-32 text as text, and around
 each JSON escape that can spell part of a value (`\\u0073`, `\\/`) the decoded text, whose
@@ -30,6 +32,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
+from vae_pipeline.domain.scrub.measures import VALUE_CHECKS, shannon_entropy
+from vae_pipeline.domain.scrub.prefilter import Prefilter
 from vae_pipeline.domain.scrub.views import (
     VIEW_BYTES,
     DecodedView,
@@ -167,6 +171,10 @@ class Kind:
     replacement: bytes = b""
     group: int = 0
     validate: str | None = None
+    keywords: tuple[bytes, ...] = ()  # lowercase literals found by the prefilter (any case)
+    scanned: tuple[bytes, ...] = ()  # regex triggers the prefilter finds (for shapes with no literal)
+    own_prefilter: Prefilter | None = field(default=None, compare=False)  # a told name's, not the table's
+    entropy: float = 0.0  # the least Shannon entropy (bits per character) a value must have
     shape: str = "pattern"
     learns_names: bool = False  # its matches name home directories, whose owners are user names
 
@@ -208,14 +216,30 @@ def _project_folder_form(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "-", name)
 
 
+# `{assign}` in a pattern: a key holding one of the row's keywords and a word that names a
+# secret (`TWILIO_AUTH_TOKEN`, `"heroku_api_key"`; not `heroku_app_id`), then `=`, `:`, `:=` or
+# `=>`, quoted or not, also inside a JSON string that holds JSON (`\\\\"key\\\\": \\\\"value\\\\"`);
+# the value follows, as the row's group.
+_ASSIGN = (
+    "(?i:(?=[A-Za-z0-9_. -]{{0,40}}?(?:key|token|secret|pass|pwd|auth|api|pat|cred|private|sid))"
+    "(?:{keys})[A-Za-z0-9_. -]{{0,30}}?)(?:\\\\{{0,7}}[\"'])?[ \\t]*(?:=>|:=|::|[:=])[ \\t]*(?:\\\\{{0,7}}[\"'`])?"
+)
+
+
 def _compile(spec: dict, value: str | None, names: tuple[str, ...]) -> Kind:
     pattern = spec["pattern"]
     flags = re.IGNORECASE if "i" in spec.get("flags", "") else 0
-    if spec.get("config"):
+    keywords = tuple(k.lower().encode() for k in spec.get("keywords", ()))
+    if "{assign}" in pattern:
+        pattern = pattern.replace("{assign}", _ASSIGN.format(keys="|".join(re.escape(k) for k in spec["keywords"])))
+    if spec.get("config"):  # a told name: its own keyword, found apart from the table's
         pattern = pattern.replace("{value}", re.escape(value or ""))
-        triggers, lead = _case_free_triggers(value or "")
-    else:
-        triggers, lead = tuple(re.compile(t.encode()) for t in spec["triggers"]), int(spec["lead"])
+        keywords, lead = ((value or "").lower().encode(),), 0
+        triggers: tuple[re.Pattern[bytes], ...] = (re.compile(re.escape((value or "").encode()), re.IGNORECASE),)
+    else:  # (keywords as regexes too, for those who search a kind's text alone)
+        triggers = tuple(re.compile(b"(?i:" + re.escape(k) + b")") for k in keywords)
+        triggers += tuple(re.compile(t.encode()) for t in spec.get("triggers", ()))
+        lead = int(spec["lead"])
     if "{names}" in pattern:
         forms = sorted({f for n in names for f in (n, _project_folder_form(n))}, key=lambda f: (-len(f), f))
         pattern = pattern.replace("{names}", "(?i:" + "|".join(map(re.escape, forms)) + ")" if forms else "(?!)")
@@ -231,31 +255,12 @@ def _compile(spec: dict, value: str | None, names: tuple[str, ...]) -> Kind:
         replacement=replacement.encode(),
         group=int(spec.get("group", 0)),
         validate=spec.get("validate"),
+        keywords=keywords,
+        scanned=() if spec.get("config") else tuple(t.encode() for t in spec.get("triggers", ())),
+        entropy=float(spec.get("entropy", 0.0)),
         shape=spec.get("shape", "pattern"),
         learns_names=bool(spec.get("learns_names")),
     )
-
-
-_LETTER_FREQUENCY = "etaoinshrdlcumwfgypbvkjxqz"  # English, most common first
-
-
-def _case_free_triggers(value: str) -> tuple[tuple[re.Pattern[bytes], ...], int]:
-    """Literal-first triggers for a case-insensitive name, starting at its rarest character.
-
-    A scan for a literal is far faster than one compiled IGNORECASE, and the rarer the literal,
-    the fewer the attempts: one trigger per case of that character, which then checks the
-    characters around it.
-    """
-    rank = {c: i for i, c in enumerate(_LETTER_FREQUENCY)}
-    at = max(range(len(value)), key=lambda i: (rank.get(value[i].lower(), len(rank)), -i))
-    before = value[max(0, at - 3) : at + 1]
-    context = f"(?<=(?i:{re.escape(before)}))" if len(before) > 1 else ""
-    rest = f"(?i:{re.escape(value[at + 1 :])})" if value[at + 1 :] else ""
-    triggers = tuple(
-        re.compile((re.escape(c) + context + rest).encode())
-        for c in sorted({value[at].lower(), value[at].upper()})
-    )
-    return triggers, len(value[:at].encode())
 
 
 @lru_cache(maxsize=64)
@@ -263,15 +268,32 @@ def compiled_kinds(hostname: str | None, usernames: tuple[str, ...] = ()) -> tup
     """The kinds in application order; the host kind only when the pipeline was told the host
     name, one user-name kind per name."""
     kinds = []
-    for spec in kind_specs():
+    for spec, fixed in zip(kind_specs(), _fixed_kinds()):
         config_key = spec.get("config")
         if config_key == "hostname":
             kinds += [_compile(spec, hostname, usernames)] if hostname else []
         elif config_key == "usernames":
             kinds += [_compile(spec, name, usernames) for name in usernames]
         else:
-            kinds.append(_compile(spec, None, usernames))
-    return tuple(kinds)
+            kinds.append(fixed or _compile(spec, None, usernames))
+    # the told names are found by a prefilter of their own, one scan for all of them
+    told = Prefilter(k for kind in kinds if kind.config_word for k in kind.keywords)
+    return tuple(dataclasses.replace(kind, own_prefilter=told) if kind.config_word else kind for kind in kinds)
+
+
+@lru_cache(maxsize=1)
+def _fixed_kinds() -> tuple[Kind | None, ...]:
+    """Each row compiled once when it does not depend on the names told or met (None when it does)."""
+    return tuple(None if spec.get("config") or "{names}" in spec["pattern"] else _compile(spec, None, ())
+                 for spec in kind_specs())
+
+
+@lru_cache(maxsize=1)
+def prefilter() -> Prefilter:
+    """The prefilter of every keyword and trigger of the rule table."""
+    specs = kind_specs()
+    return Prefilter((k.encode() for spec in specs for k in spec.get("keywords", ())),
+                     (t.encode() for spec in specs for t in spec.get("triggers", ())))
 
 
 @lru_cache(maxsize=1)
@@ -347,7 +369,7 @@ def _is_reportable_ip(value: bytes) -> bool:
     return not any(address.version == net.version and address in net for net in _DOC_NETWORKS)
 
 
-_VALIDATORS: dict[str, Callable[[bytes], bool]] = {"ip_address": _is_reportable_ip}
+_VALIDATORS: dict[str, Callable[[bytes], bool]] = {"ip_address": _is_reportable_ip, **VALUE_CHECKS}
 
 
 def _holds_value_mark(buf: bytes, start: int, end: int) -> bool:
@@ -383,42 +405,58 @@ def _in_email(email: re.Pattern[bytes], buf: bytes, start: int, end: int) -> boo
 
 
 class _TriggerHits:
-    """Trigger hit offsets, each trigger scanned once per text and shared between kinds.
+    """Keyword and trigger hit offsets of one text, found once and shared between kinds.
 
-    When a kind replaces spans, the hits are moved rather than rescanned: a replacement starts
-    with "<" and ends with ">", which no trigger holds, so it can neither hold a new hit nor
-    make one with its neighbours; hits inside a replaced span are gone.
+    The table's keywords and triggers are found by one prefilter pass when the text is first
+    read; the told host and user names by one pass of their own, when first asked for. When a
+    kind replaces spans, the hits are moved rather than searched again (each list when next
+    asked for): a replacement starts with "<" and ends with ">", which no keyword or trigger
+    holds at its edge, so it can make no new hit with its neighbours (and no kind matches
+    inside one); hits inside a replaced span are gone.
     """
 
     def __init__(self, buf: bytes) -> None:
         self.buf = buf
-        self.hits: dict[bytes, list[int]] = {}
+        self.hits: dict[bytes, tuple[int, list[int]]] = {k: (0, v) for k, v in prefilter().hits(buf).items()}
+        self.edits: list[list[tuple[int, int, int]]] = []  # the spans each replacement so far replaced
+        self.scanned: set[int] = set()  # the own prefilters whose keywords were searched for
 
     def of(self, kind: Kind) -> list[int]:
-        found: set[int] = set()
-        for trigger in kind.triggers:
-            if trigger.pattern not in self.hits:
-                # a trigger may start at a rarer character than its match does (scanning for
-                # "J" is faster than for "e"): its group 1, in a lookbehind, marks where it starts
-                group = 1 if trigger.groups else 0
-                self.hits[trigger.pattern] = [m.start(group) for m in trigger.finditer(self.buf)]
-            found.update(self.hits[trigger.pattern])
-        return sorted(found)
+        if kind.own_prefilter is not None and id(kind.own_prefilter) not in self.scanned:
+            self.scanned.add(id(kind.own_prefilter))
+            self.hits.update((k, (len(self.edits), v)) for k, v in kind.own_prefilter.hits(self.buf).items())
+        present = [hits for hits in map(self._current, kind.keywords + kind.scanned) if hits]
+        return list(present[0]) if len(present) == 1 else sorted({h for hits in present for h in hits})
+
+    def _current(self, key: bytes) -> list[int]:
+        """A key's hits in the text as it is now."""
+        if key not in self.hits:
+            return []
+        done, hits = self.hits[key]
+        if done < len(self.edits):
+            for spans in self.edits[done:]:
+                hits = _moved(hits, spans)
+            self.hits[key] = (len(self.edits), hits)
+        return hits
 
     def replaced(self, buf: bytes, spans: list[tuple[int, int, int]]) -> None:
         """The text is now `buf`: each (start, end, new length) span was replaced, in order."""
         self.buf = buf
-        for pattern, hits in self.hits.items():
-            moved, i, shift = [], 0, 0
-            for start, end, length in spans:
-                while i < len(hits) and hits[i] < start:
-                    moved.append(hits[i] + shift)
-                    i += 1
-                while i < len(hits) and hits[i] < end:
-                    i += 1
-                shift += length - (end - start)
-            moved.extend(h + shift for h in hits[i:])
-            self.hits[pattern] = moved
+        self.edits.append(spans)
+
+
+def _moved(hits: list[int], spans: list[tuple[int, int, int]]) -> list[int]:
+    """Hit offsets after each (start, end, new length) span was replaced; those inside are gone."""
+    moved, i, shift = [], 0, 0
+    for start, end, length in spans:
+        while i < len(hits) and hits[i] < start:
+            moved.append(hits[i] + shift)
+            i += 1
+        while i < len(hits) and hits[i] < end:
+            i += 1
+        shift += length - (end - start)
+    moved.extend(h + shift for h in hits[i:])
+    return moved
 
 
 def _matches(kind: Kind, buf: bytes, hits: list[int]) -> Iterator[re.Match[bytes]]:
@@ -486,6 +524,8 @@ def _actions(kind: Kind, buf: bytes, hits: list[int], names: _Names) -> Iterator
             if images.hold(start, end):
                 continue
             if kind.validate and not _VALIDATORS[kind.validate](buf[start:end]):
+                continue
+            if kind.entropy and shannon_entropy(buf[start:end]) < kind.entropy:
                 continue
             if kind.shape == "host":
                 if not _in_placeholder(buf, start, end):
@@ -603,12 +643,15 @@ def _scrub_utf8(data: bytes, file: str, config: ScrubConfig, line_map: Sequence[
     buf = _scrub_windows(reading, kinds, known, result, found, _Lines(data, line_map))
     triggers = reading.triggers if buf is data else _TriggerHits(buf)
     for kind in kinds:
+        hits = triggers.of(kind)
+        if not hits:  # most kinds, in most texts: none of their keywords is there
+            continue
         lines = _Lines(buf, line_map)
         pieces: list[bytes | memoryview] = []  # views: the text between replacements is copied once
         spans: list[tuple[int, int, int]] = []
         last = 0
         whole = memoryview(buf)
-        for start, end, replace in _actions(kind, buf, triggers.of(kind), known):
+        for start, end, replace in _actions(kind, buf, hits, known):
             if not replace:
                 found.setdefault((lines.at(start), kind.name), []).append(buf[start:end])
                 continue
@@ -690,8 +733,11 @@ def _scrub_reading(piece: bytes, levels: list[DecodedView], settled: int, edges:
     view = NestedView(levels)
     triggers = _TriggerHits(view.data)
     for kind in kinds:
+        hits = triggers.of(kind)
+        if not hits:
+            continue
         edits = []
-        for start, end, replace in _actions(kind, view.data, triggers.of(kind), names):
+        for start, end, replace in _actions(kind, view.data, hits, names):
             if _cut(start, end, len(view.data), *edges):
                 continue
             source = view.source_span(start, end)

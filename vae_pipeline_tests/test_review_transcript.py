@@ -68,8 +68,8 @@ def test_one_message_per_id_results_under_their_calls_and_the_subagent_under_its
     data, plan = long_messages(24, HOME, f"write to {EMAIL}")
     archive, images, findings = staged(tmp_path, data)
     view = read_archive(archive, set())
-    assert view.messages is not None and HOME.encode() not in view.messages  # what is shown is the scrubbed member
-    shown = transcript(view.messages, INPUTS.masked)
+    assert view.logs["messages.jsonl"] is not None and HOME.encode() not in view.logs["messages.jsonl"]  # what is shown is the scrubbed member
+    shown = transcript(view.logs["messages.jsonl"], INPUTS.masked)
     assert shown.lines == plan.lines - plan.stream_events
     main = [r for r in shown.rows if r["kind"] == "assistant"]
     assert len(main) == plan.messages  # three lines per id, one message
@@ -102,7 +102,7 @@ def test_one_message_per_id_results_under_their_calls_and_the_subagent_under_its
 def test_placeholders_are_highlighted_and_a_finding_never_reaches_a_page(tmp_path):
     data, _ = long_messages(24, HOME, f"write to {EMAIL}")
     archive, _, _ = staged(tmp_path, data)
-    shown = transcript(read_archive(archive, set()).messages, INPUTS.masked)
+    shown = transcript(read_archive(archive, set()).logs["messages.jsonl"], INPUTS.masked)
     texts = json.dumps(shown.rows)
     assert EMAIL not in texts and "<finding:email>" in texts and "<home>/work" in texts
     html = marked('ls <home>/work, <redacted:github> & <finding:email> "<b>"')
@@ -119,9 +119,9 @@ def test_the_judges_answer_and_a_finding_in_its_line(tmp_path):
                                  {"severity": "minor", "t_s": 5.0, "text": "slight jitter"}]
     assert answer["summary"] == "Clear motion." and answer["scores"] == {"brief_fidelity": 7, "composition": 6}
     (finding,) = findings
-    assert finding["value_sha256"] == hashlib.sha256(EMAIL.encode()).hexdigest()
+    assert finding["sha256s"] == [hashlib.sha256(EMAIL.encode()).hexdigest()]
     context = finding_context(view.members["messages.jsonl"], finding, INPUTS.finding_kinds, INPUTS.masked)
-    archive_line = next(n for n, line in enumerate(view.messages.splitlines(), 1) if EMAIL.encode() in line)
+    archive_line = next(n for n, line in enumerate(view.logs["messages.jsonl"].splitlines(), 1) if EMAIL.encode() in line)
     assert context["line"] == archive_line
     assert context["before"].endswith("write to ") and context["after"].startswith(" today")
     assert EMAIL not in json.dumps(context)
@@ -142,7 +142,7 @@ def test_pages_keep_rows_whole_and_bounded():
 def test_a_long_subagent_thread_gets_pages_of_its_own(tmp_path):
     data, plan = long_messages(24, HOME, "nothing")
     archive, _, _ = staged(tmp_path, data)
-    shown = transcript(read_archive(archive, set()).messages, INPUTS.masked)
+    shown = transcript(read_archive(archive, set()).logs["messages.jsonl"], INPUTS.masked)
     assert split_threads(shown.rows) == []  # three calls stay under their Task call
     (thread,) = split_threads(shown.rows, inline=1_000)
     task = next(c for c in each_call(shown.rows) if c["id"] == SUBAGENT_CALL)

@@ -246,3 +246,23 @@ def plant_session_log(run_folder: Path, home: str) -> SessionPlan:
         (run_folder / name).parent.mkdir(parents=True, exist_ok=True)
         (run_folder / name).write_bytes(data)
     return plan
+
+
+def session_form(messages: bytes, home: str) -> dict[str, bytes]:
+    """A stream-json `messages.jsonl` in the session-log form (contract 1): its user and assistant
+    lines as session entries, a subagent's (`parent_tool_use_id` set) in its own
+    `transcript/subagents/agent-<id>.jsonl`, the other lines as the session log keeps them."""
+    logs: dict[str, list[bytes]] = {"transcript/session.jsonl": []}
+    for number, raw in enumerate(messages.splitlines(), start=1):
+        line = json.loads(raw)
+        parent = line.pop("parent_tool_use_id", None)
+        name = f"transcript/subagents/agent-{parent[-8:]}.jsonl" if parent else "transcript/session.jsonl"
+        if line["type"] in ("user", "assistant"):
+            structured = line.pop("tool_use_result", None)
+            line = {"parentUuid": f"u-{number - 1}", "isSidechain": parent is not None, "userType": "external",
+                    "cwd": f"{home}/work", "sessionId": "sess-1", "version": "2.1.310", "gitBranch": "main",
+                    "type": line["type"], "message": line["message"], "uuid": f"u-{number}",
+                    **({"toolUseResult": structured} if structured is not None else {}),
+                    **({"agentId": parent[-8:]} if parent else {})}
+        logs.setdefault(name, []).append(json.dumps(line).encode())
+    return {name: b"\n".join(lines) + b"\n" for name, lines in logs.items()}

@@ -20,6 +20,7 @@ from vae_pipeline.domain.review.transcript import (
     each_call,
     finding_context,
     judge_answer,
+    lines_of,
     paged,
     read_archive,
     split_threads,
@@ -29,7 +30,14 @@ from vae_pipeline.domain.verdicts.rubric import load_rubric
 from vae_pipeline.domain.scrub.texts import ScrubConfig, scrub_text
 from vae_pipeline.domain.bundles.slim import ImageStore, slim_member
 from vae_pipeline_tests.conftest import META
-from vae_pipeline_tests.long_transcript import SUBAGENT_CALL, long_messages
+from vae_pipeline_tests.long_transcript import (
+    SESSION_AGENT,
+    SESSION_REFERENCE,
+    SESSION_TASK,
+    SUBAGENT_CALL,
+    long_messages,
+    real_session_log,
+)
 
 EMAIL = "jane.roe@example.org"
 HOME = "/home/ana"
@@ -159,3 +167,31 @@ def test_a_truncated_archive_is_named_on_its_page_and_stops_nothing(tmp_path):
     assert list(review) == ["error"] and "\n" not in review["error"]
     assert review["error"].startswith("the staged archive cannot be read (e.tar.zst: ")
     assert review["error"].endswith("): run `vae build` again")
+
+
+def test_a_session_log_shows_every_line_unknown_types_by_their_fields_and_names_its_subagent():
+    files, plan = real_session_log(HOME, "site")
+    session = transcript(files["transcript/session.jsonl"], INPUTS.masked)
+    assert sorted(set(lines_of(session.rows))) == list(range(1, plan.lines["transcript/session.jsonl"] + 1))
+    other = {r["type"]: r for r in session.rows if r["kind"] == "other"}
+    assert {kind: row["line"] for kind, row in other.items()} == plan.unknown  # each line of its own, with its type
+    assert {"key": "permissionMode", "text": "bypassPermissions", "hidden": 0, "size": 17} in \
+        other["permission-mode"]["fields"]
+    system = [line for r in session.rows if r["kind"] == "system" for line in r["lines"]]
+    assert [line["line"] for line in system] == plan.system
+    assert {f["key"]: f["text"] for f in system[-1]["fields"]}["content"] == "Conversation compacted"
+    calls = {c["id"]: c for c in each_call(session.rows)}
+    assert calls[SESSION_TASK]["agent"] == SESSION_AGENT  # the Task call's result names the subagent's log
+    assert calls["toolu_01Search"]["result"]["parts"] == [{"type": "tool_reference", "name": SESSION_REFERENCE,
+                                                           "size": 0}]
+    assert (session.tool_calls, session.subagent_tool_calls) == (3, 0)
+    agent = transcript(files[f"transcript/subagents/agent-{SESSION_AGENT}.jsonl"], INPUTS.masked)
+    assert [c["id"] for c in each_call(agent.rows)] == plan.subagent_calls
+    assert sorted(set(lines_of(agent.rows))) == list(range(1, plan.lines[f"transcript/subagents/agent-{SESSION_AGENT}.jsonl"] + 1))
+    assert not any(e in json.dumps(session.rows) for e in plan.emails)  # masked, every one
+
+
+def test_a_line_that_is_no_object_or_does_not_parse_is_still_shown():
+    shown = transcript(b'[1, 2]\n\n"text"\n{not json\n{"type": "assistant", "message": "odd"}\n', INPUTS.masked)
+    assert sorted(set(lines_of(shown.rows))) == [1, 3, 4, 5] and shown.lines == 5
+    assert [r["kind"] for r in shown.rows] == ["other", "other", "unparsed", "other"]

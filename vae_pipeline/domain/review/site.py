@@ -176,6 +176,23 @@ def marked(text: object) -> markupsafe.Markup:
     return markupsafe.Markup(_MARKERS.sub(mark, str(markupsafe.escape(text))))
 
 
+def clipped_html(value: dict) -> markupsafe.Markup:
+    """A text `clipped` cut, marked, with a note of what the cut left out (a filter: a template
+    macro per text costs more than the text)."""
+    html = marked(value["text"])
+    if value["hidden"]:
+        html += markupsafe.Markup(f'<span class="clipped">… {value["hidden"]:,} more characters not shown '
+                                  f'({value["size"]:,} in all; the archive holds them)</span>')
+    return html
+
+
+def line_at(line: int, anchor: bool, noted: list[int]) -> markupsafe.Markup:
+    """The attributes of the element that shows `line` of a log: `data-line`, the `L<line>` target
+    on its first element, and `data-has-finding` when a finding is on it."""
+    return markupsafe.Markup(f' data-line="{int(line)}"' + (f' id="L{int(line)}"' if anchor else "")
+                             + (" data-has-finding" if line in noted else ""))
+
+
 @functools.cache
 def _environment(cache: Path) -> jinja2.Environment:
     """Templates compiled once per process, and their bytecode kept in `cache` between processes."""
@@ -183,7 +200,7 @@ def _environment(cache: Path) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              bytecode_cache=jinja2.FileSystemBytecodeCache(str(cache)))
-    env.filters["marked"] = marked
+    env.filters.update(marked=marked, clipped=clipped_html, line_at=line_at)
     return env
 
 
@@ -567,10 +584,10 @@ def _render_transcript(env: jinja2.Environment, folder: Path, episode: dict, rev
                                agent_pages=agent_pages, started_by=started_by.get(agent), site="../../..")
         main = [(name, rows) for name, rows, thread, _ in pages if thread is None]
         summaries.append({
-            "member": member, "agent": agent, "lines": log.lines,
+            "member": member, "lines": log.lines,
             "started_by": {**started_by[agent], "href": f"{page_stem(episode['id'])}/{started_by[agent]['href']}"}
             if agent in started_by else None,
-            "shown_lines": len(set(page_of[member])), "rows": len(log.rows), "tool_calls": log.tool_calls,
+            "tool_calls": log.tool_calls,
             "subagent_tool_calls": log.subagent_tool_calls,
             "threads": len({thread for _, _, thread, _ in pages if thread is not None}),
             "pages": [{"href": f"{page_stem(episode['id'])}/{name}", "first_line": rows[0]["line"] if rows else None,

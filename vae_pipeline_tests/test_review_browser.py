@@ -4,11 +4,17 @@ source resolves, the videos play with the measured duration, the timeline and th
 seek, a long transcript shows every tool call with the subagent's nested under its `Task` call and
 its images, the search finds episodes by a failed gate, nothing planted appears (transcripts
 included), the index names the failing blocking checks and links the episodes they name, and
-`vae review --serve` serves the same.
+`vae review --serve` serves the same. Every line of every log member of every archive appears on
+some page (counted); a hand-written session log in contract 1's shapes shows its unknown line
+types folded, its system lines and a `tool_reference` by their fields, and its subagent's log
+linked from the `Task` call; the tool-call counts agree with the counts table and the plan; the
+triage table lists exactly the plan's blocking episodes; and allowing a finding of three values
+from its page, then building, clears it in one step (the last test: it builds again).
 
 One build for the whole module: the sample runs, with credentials and a home path planted in one
-brief (the site shows the brief, scrubbed) and one episode's messages.jsonl replaced by a long log
-in the CLI's real shapes (`long_transcript.py`); the index shows the leaderboard the build wrote.
+brief (the site shows the brief, scrubbed), one episode's messages.jsonl replaced by a long log
+in the CLI's real shapes and another's session and subagent logs by hand-written ones
+(`long_transcript.py`); the index shows the leaderboard the build wrote.
 """
 
 from __future__ import annotations

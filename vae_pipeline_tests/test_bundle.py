@@ -139,7 +139,7 @@ def test_redactions_and_findings_match_what_was_planted(built) -> None:
     kinds_by_file: dict[str, set[str]] = {}
     for finding in bundle.scrub["findings"]:
         kinds_by_file.setdefault(finding["file"], set()).add(finding["kind"])
-        assert set(finding) == {"file", "line", "kind", "value_sha256", "allowed"}
+        assert set(finding) == {"file", "line", "kind", "sha256s", "allowed"}
     assert all(kinds == {"email", "ip_address"} for kinds in kinds_by_file.values())
     assert set(kinds_by_file) == set(kept_text)
     serialized = json.dumps(bundle.scrub)

@@ -18,6 +18,7 @@ from vae_pipeline.domain.episodes.provenance import (
     minor_version,
     series_facts,
     uncommitted_series,
+    unrecorded_actors,
     unversioned_series,
 )
 from vae_pipeline.domain.review.site import SITE_DIR
@@ -88,9 +89,9 @@ def test_series_facts_and_benchmark_versions():
     info = {"actor": {"model": "m", "cli": "2.1.310"}, "harness": {"version": "1.4.2", "commit": "3f9c2e1",
                                                                    "dirty": False}, "benchmark_version": "1.2.0"}
     assert series_facts(info) == {"benchmark_version": "1.2.0", "harness_commit": "3f9c2e1", "harness_dirty": False,
-                                  "actor_cli": "2.1.310"}
+                                  "actor_cli": "2.1.310", "actor_model": "m"}
     assert series_facts({"harness": {"dirty": True}}) == {"benchmark_version": None, "harness_commit": None,
-                                                          "harness_dirty": True, "actor_cli": None}
+                                                          "harness_dirty": True, "actor_cli": None, "actor_model": None}
     assert series_facts({"harness": "3f9c2e1", "actor": None})["harness_commit"] is None
     assert [minor_version(v) for v in ("1.2.0", "10.31.7", "1.2", "v1.2.0", "1.2.0-rc1", "1.٢.0", None)] == \
         [(1, 2), (10, 31), None, None, None, None, None]
@@ -101,7 +102,8 @@ def test_series_facts_and_benchmark_versions():
 
 def row(series: str, episode: str, **changes) -> dict:
     base = {"series": series, "id": episode, "benchmark_version": "1.2.0", "harness_commit": "3f9c2e1",
-            "harness_dirty": False, "actor_cli": "2.1.310", "actor_model_id": "claude-opus-4-5-20251101",
+            "harness_dirty": False, "actor_cli": "2.1.310", "actor_model": "claude-opus-4.5",
+            "actor_model_id": "claude-opus-4-5-20251101",
             "claude_code_version": "2.1.310", "actor_tools": ["Bash", "Read"], "request_shape_sha256": "ab" * 32}
     return {**base, **changes}
 
@@ -129,7 +131,8 @@ def test_episodes_that_disagree_on_what_ran_are_named():
     named = {(p["series"], p["id"]): p["text"] for p in actor_disagreements(rows)}  # one per odd episode
     assert list(named) == [("model", "c-s2"), ("prompt", "c-s5"), ("tools", "a-s4"), ("tools", "b-s4"),
                            ("version", "a-s6"), ("version", "b-s6")]
-    assert named["model", "c-s2"] == "disagrees on the model: claude-sonnet-4-5 (the other 2: claude-opus-4-5-20251101)"
+    assert named["model", "c-s2"] == \
+        "disagrees on the model: claude-sonnet-4-5 (series.json actor.model claude-opus-4.5; 2 of the series' episodes run it)"
     # one against one, a tie: both sides are named
     assert named["tools", "b-s4"] == \
         "disagrees on the tool names: [Bash, Read, WebFetch] (a tie: [Bash, Read] in 1, [Bash, Read, WebFetch] in 1)"
@@ -137,6 +140,31 @@ def test_episodes_that_disagree_on_what_ran_are_named():
     # they agree with each other, but not with the series' actor.cli
     assert named["version", "a-s6"] == named["version", "b-s6"] == \
         "claude_code_version 2.1.311 is not the series' actor.cli 2.1.310"
+
+
+def test_an_episode_that_records_no_model_is_not_recorded_never_the_odd_one():
+    # one witness, two logs without an init line: the witness agrees with series.json, nobody is blamed
+    unrecorded = dict(actor_model_id=None, claude_code_version=None, actor_tools=None)
+    witness = [row("w", "a-s1"), row("w", "b-s1", **unrecorded), row("w", "c-s1", **unrecorded)]
+    assert actor_disagreements(witness) == []
+    assert unrecorded_actors(witness) == ["w: not recorded (no system/init line), so not compared: b-s1, c-s1"]
+    # the only witness runs another model than the series' actor: it is named for that, with the series' actor
+    other = [row("o", "a-s2", actor_model_id="claude-sonnet-4-5"), row("o", "b-s2", **unrecorded)]
+    assert [(p["id"], p["text"]) for p in actor_disagreements(other)] == [
+        ("a-s2", "disagrees on the model: claude-sonnet-4-5 (series.json actor.model claude-opus-4.5; "
+                 "0 of the series' episodes run it)")]
+    # nobody records a model: none can be compared, and it is said
+    silent = [row("n", "a-s3", **unrecorded), row("n", "b-s3", **unrecorded)]
+    assert actor_disagreements(silent) == []
+    assert unrecorded_actors(silent) == ["n: no episode's log records a model (no system/init line), so none can "
+                                         "be compared with the series' actor.model claude-opus-4.5"]
+    # series.json names no model: the largest group of those that record one decides
+    unnamed = [row("u", f"{x}-s4", actor_model=None) for x in "ab"] + [
+        row("u", "c-s4", actor_model=None, actor_model_id="claude-sonnet-4-5"), row("u", "d-s4", actor_model=None,
+                                                                                   **unrecorded)]
+    assert [(p["id"], p["text"]) for p in actor_disagreements(unnamed)] == [
+        ("c-s4", "disagrees on the model: claude-sonnet-4-5 (the other 2: claude-opus-4-5-20251101)")]
+    assert unrecorded_actors([row("all", "a-s5")]) == []
 
 
 # ---------------------------------------------------------------- the planted faults, end to end

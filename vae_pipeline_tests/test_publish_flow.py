@@ -84,9 +84,9 @@ def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample
         (runs / series / "series.json").write_text(json.dumps({**info, "harness": {**info["harness"], "dirty": False}}))
     findings = [f for manifest in dataset.glob("episodes/*/*.json")
                 for f in json.loads(manifest.read_text())["scrub"]["findings"]]
-    assert findings and all(set(f) >= {"file", "line", "kind", "value_sha256"} for f in findings)
+    assert findings and all(set(f) >= {"file", "line", "kind", "sha256s"} for f in findings)
     _write_jsonl(pipeline_env["meta"] / "scrub-allow.jsonl",
-                 [{"file": f["file"], "kind": f["kind"], "sha256": f["value_sha256"]} for f in findings])
+                 [{"file": f["file"], "kind": f["kind"], "sha256s": f["sha256s"]} for f in findings])
     rebuilt = build(runs, dataset)
     # the allow list re-bundles without parsing again; only the re-run series is parsed again
     assert "bundles" in rebuilt["materialized"] and rebuilt["materialized"]["episodes"] == sample_runs.dirty_series

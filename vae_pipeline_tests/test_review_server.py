@@ -151,13 +151,22 @@ def test_no_listing_no_dotfile_nothing_outside_the_site(home, serving):
     port = serving.server_port
     assert (home / "review" / ".state.json").is_file() and (home / "vae_warehouse.duckdb").is_file()
     series = min(p.name for p in (home / "frames").iterdir())
-    for path in ("/", "/review/", "/videos/", f"/frames/{series}/", "/review/episodes/", "/review/.state.json",
+    for path in ("/videos/", f"/frames/{series}/", "/review/episodes/", "/review/.state.json",
                  "/review/.cache/", "/vae_warehouse.duckdb", "/dagster/dagster.yaml", "/review/../dagster/dagster.yaml",
                  "/review/%2e%2e/vae_warehouse.duckdb", "/tables/"):
         status, _, body = raw(port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
         assert status == 404, (path, status)
         assert b"<a href" not in body and b"{" not in body, path
     assert raw(port, b"POST /review/index.html HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")[0] == 405
+
+
+def test_the_root_and_the_site_folder_redirect_to_the_index(serving):
+    port = serving.server_port
+    for path in ("/", "/review", "/review/"):
+        status, headers, _ = raw(port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        assert (status, headers.get("location")) == (302, "/review/index.html"), path
+    assert get(port, "/review/index.html")[0] == 200
+    assert raw(port, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")[0] == 405
 
 
 def test_a_nul_in_the_path_or_an_absurd_range_is_a_400(home, serving):

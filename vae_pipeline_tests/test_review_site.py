@@ -257,7 +257,7 @@ def test_vae_allow_accepts_the_finding_a_page_shows_and_the_next_build_no_longer
     allowed = [json.loads(line) for line in (paths["meta"] / "scrub-allow.jsonl").read_text().splitlines()]
     # the sha256 of the value the generator planted (the value itself is never stored)
     assert allowed[-1] | {"allowed_at": None} == {
-        "file": "messages.jsonl", "kind": "email", "sha256": hashlib.sha256(plan.secrets["email"].encode()).hexdigest(),
+        "file": "messages.jsonl", "kind": "email", "sha256s": [hashlib.sha256(plan.secrets["email"].encode()).hexdigest()],
         "episode": plan.episode_id, "line": int(where.split(":")[1]), "reason": "an invented address shown on screen",
         "allowed_at": None}
     assert main(["allow", plan.episode_id, where, kind, "--reason", "again"]) == 0

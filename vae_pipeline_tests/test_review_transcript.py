@@ -20,6 +20,7 @@ from vae_pipeline.domain.review.transcript import (
     each_call,
     finding_context,
     judge_answer,
+    lines_of,
     paged,
     read_archive,
     split_threads,
@@ -29,7 +30,14 @@ from vae_pipeline.domain.verdicts.rubric import load_rubric
 from vae_pipeline.domain.scrub.texts import ScrubConfig, scrub_text
 from vae_pipeline.domain.bundles.slim import ImageStore, slim_member
 from vae_pipeline_tests.conftest import META
-from vae_pipeline_tests.long_transcript import SUBAGENT_CALL, long_messages
+from vae_pipeline_tests.long_transcript import (
+    SESSION_AGENT,
+    SESSION_REFERENCE,
+    SESSION_TASK,
+    SUBAGENT_CALL,
+    long_messages,
+    real_session_log,
+)
 
 EMAIL = "jane.roe@example.org"
 HOME = "/home/ana"
@@ -68,8 +76,8 @@ def test_one_message_per_id_results_under_their_calls_and_the_subagent_under_its
     data, plan = long_messages(24, HOME, f"write to {EMAIL}")
     archive, images, findings = staged(tmp_path, data)
     view = read_archive(archive, set())
-    assert view.messages is not None and HOME.encode() not in view.messages  # what is shown is the scrubbed member
-    shown = transcript(view.messages, INPUTS.masked)
+    assert view.logs["messages.jsonl"] is not None and HOME.encode() not in view.logs["messages.jsonl"]  # what is shown is the scrubbed member
+    shown = transcript(view.logs["messages.jsonl"], INPUTS.masked)
     assert shown.lines == plan.lines - plan.stream_events
     main = [r for r in shown.rows if r["kind"] == "assistant"]
     assert len(main) == plan.messages  # three lines per id, one message
@@ -102,7 +110,7 @@ def test_one_message_per_id_results_under_their_calls_and_the_subagent_under_its
 def test_placeholders_are_highlighted_and_a_finding_never_reaches_a_page(tmp_path):
     data, _ = long_messages(24, HOME, f"write to {EMAIL}")
     archive, _, _ = staged(tmp_path, data)
-    shown = transcript(read_archive(archive, set()).messages, INPUTS.masked)
+    shown = transcript(read_archive(archive, set()).logs["messages.jsonl"], INPUTS.masked)
     texts = json.dumps(shown.rows)
     assert EMAIL not in texts and "<finding:email>" in texts and "<home>/work" in texts
     html = marked('ls <home>/work, <redacted:github> & <finding:email> "<b>"')
@@ -119,9 +127,9 @@ def test_the_judges_answer_and_a_finding_in_its_line(tmp_path):
                                  {"severity": "minor", "t_s": 5.0, "text": "slight jitter"}]
     assert answer["summary"] == "Clear motion." and answer["scores"] == {"brief_fidelity": 7, "composition": 6}
     (finding,) = findings
-    assert finding["value_sha256"] == hashlib.sha256(EMAIL.encode()).hexdigest()
+    assert finding["sha256s"] == [hashlib.sha256(EMAIL.encode()).hexdigest()]
     context = finding_context(view.members["messages.jsonl"], finding, INPUTS.finding_kinds, INPUTS.masked)
-    archive_line = next(n for n, line in enumerate(view.messages.splitlines(), 1) if EMAIL.encode() in line)
+    archive_line = next(n for n, line in enumerate(view.logs["messages.jsonl"].splitlines(), 1) if EMAIL.encode() in line)
     assert context["line"] == archive_line
     assert context["before"].endswith("write to ") and context["after"].startswith(" today")
     assert EMAIL not in json.dumps(context)
@@ -142,7 +150,7 @@ def test_pages_keep_rows_whole_and_bounded():
 def test_a_long_subagent_thread_gets_pages_of_its_own(tmp_path):
     data, plan = long_messages(24, HOME, "nothing")
     archive, _, _ = staged(tmp_path, data)
-    shown = transcript(read_archive(archive, set()).messages, INPUTS.masked)
+    shown = transcript(read_archive(archive, set()).logs["messages.jsonl"], INPUTS.masked)
     assert split_threads(shown.rows) == []  # three calls stay under their Task call
     (thread,) = split_threads(shown.rows, inline=1_000)
     task = next(c for c in each_call(shown.rows) if c["id"] == SUBAGENT_CALL)
@@ -159,3 +167,31 @@ def test_a_truncated_archive_is_named_on_its_page_and_stops_nothing(tmp_path):
     assert list(review) == ["error"] and "\n" not in review["error"]
     assert review["error"].startswith("the staged archive cannot be read (e.tar.zst: ")
     assert review["error"].endswith("): run `vae build` again")
+
+
+def test_a_session_log_shows_every_line_unknown_types_by_their_fields_and_names_its_subagent():
+    files, plan = real_session_log(HOME, "site")
+    session = transcript(files["transcript/session.jsonl"], INPUTS.masked)
+    assert sorted(set(lines_of(session.rows))) == list(range(1, plan.lines["transcript/session.jsonl"] + 1))
+    other = {r["type"]: r for r in session.rows if r["kind"] == "other"}
+    assert {kind: row["line"] for kind, row in other.items()} == plan.unknown  # each line of its own, with its type
+    assert {"key": "permissionMode", "text": "bypassPermissions", "hidden": 0, "size": 17} in \
+        other["permission-mode"]["fields"]
+    system = [line for r in session.rows if r["kind"] == "system" for line in r["lines"]]
+    assert [line["line"] for line in system] == plan.system
+    assert {f["key"]: f["text"] for f in system[-1]["fields"]}["content"] == "Conversation compacted"
+    calls = {c["id"]: c for c in each_call(session.rows)}
+    assert calls[SESSION_TASK]["agent"] == SESSION_AGENT  # the Task call's result names the subagent's log
+    assert calls["toolu_01Search"]["result"]["parts"] == [{"type": "tool_reference", "name": SESSION_REFERENCE,
+                                                           "size": 0}]
+    assert (session.tool_calls, session.subagent_tool_calls) == (3, 0)
+    agent = transcript(files[f"transcript/subagents/agent-{SESSION_AGENT}.jsonl"], INPUTS.masked)
+    assert [c["id"] for c in each_call(agent.rows)] == plan.subagent_calls
+    assert sorted(set(lines_of(agent.rows))) == list(range(1, plan.lines[f"transcript/subagents/agent-{SESSION_AGENT}.jsonl"] + 1))
+    assert not any(e in json.dumps(session.rows) for e in plan.emails)  # masked, every one
+
+
+def test_a_line_that_is_no_object_or_does_not_parse_is_still_shown():
+    shown = transcript(b'[1, 2]\n\n"text"\n{not json\n{"type": "assistant", "message": "odd"}\n', INPUTS.masked)
+    assert sorted(set(lines_of(shown.rows))) == [1, 3, 4, 5] and shown.lines == 5
+    assert [r["kind"] for r in shown.rows] == ["other", "other", "unparsed", "other"]

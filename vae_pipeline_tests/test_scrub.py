@@ -141,7 +141,9 @@ def test_findings_name_input_lines_once_per_line_and_kind_and_never_the_value() 
     mail_line = text.split("\n").index("mail a@x-mail.com and b@y-mail.com and 52.1.2.3") + 1
     assert [(f.line, f.kind) for f in result.findings] == [(mail_line, "email"), (mail_line, "ip_address")]
     assert result.data.count(b"\n") == text.count("\n")
-    assert result.findings[0].value_sha256 == value_sha256(b"a@x-mail.com")
+    # one finding per line and kind, carrying the sha256 of every value of that kind on the line
+    assert result.findings[0].sha256s == (value_sha256(b"a@x-mail.com"), value_sha256(b"b@y-mail.com"))
+    assert result.findings[1].sha256s == (value_sha256(b"52.1.2.3"),)
     for finding in result.findings:
         assert "mail.com" not in repr(finding) and "52.1.2.3" not in repr(finding)
 
@@ -152,9 +154,10 @@ def test_line_map_gives_input_line_numbers() -> None:
 
 
 def test_allow_list_accepts_reviewed_values_only(tmp_path) -> None:
-    text = b"first\nwrite to shown@studio-demo.com or real@corp-mail.net\n"
+    text = b"first\nwrite to shown@studio-demo.com or real@corp-mail.net, again shown@studio-demo.com\n"
     shown, real = value_sha256(b"shown@studio-demo.com"), value_sha256(b"real@corp-mail.net")
     allow_file = tmp_path / "scrub-allow.jsonl"
+    # an older line names one value by `sha256`: still read
     allow_file.write_text(
         json.dumps({"file": "work/index.html", "kind": "email", "sha256": shown, "reason": "on screen"})
         + "\n\n"
@@ -163,18 +166,23 @@ def test_allow_list_accepts_reviewed_values_only(tmp_path) -> None:
     assert allow == frozenset({("work/index.html", "email", shown)})
 
     partly = scrub_text(text, "work/index.html", ScrubConfig(allow=allow)).findings
-    assert [(f.line, f.allowed, f.value_sha256) for f in partly] == [(2, False, real)]
+    assert [(f.line, f.allowed, f.sha256s) for f in partly] == [(2, False, (shown, real))]
 
-    both = allow | {("work/index.html", "email", real)}
+    # one entry listing every value of the finding, all at once, clears it
+    allow_file.write_text(json.dumps({"file": "work/index.html", "kind": "email", "sha256s": [shown, real]}) + "\n")
+    both = load_allow_list(allow_file)
+    assert both == frozenset({("work/index.html", "email", shown), ("work/index.html", "email", real)})
     assert [f.allowed for f in scrub_text(text, "work/index.html", ScrubConfig(allow=both)).findings] == [True]
     elsewhere = scrub_text(text, "work/other.html", ScrubConfig(allow=both)).findings
     assert [f.allowed for f in elsewhere] == [False]  # allowed by file, not everywhere
 
     assert load_allow_list(tmp_path / "missing.jsonl") == frozenset()
-    allow_file.write_text('{"file": "a"}\n')
-    with pytest.raises(BadInput) as error:
-        load_allow_list(allow_file)
-    assert error.value.line == 1
+    for bad in ('{"file": "a"}', '{"file": "a", "kind": "email", "sha256s": []}',
+                '{"file": "a", "kind": "email", "sha256s": "ab"}', '{"file": "a", "kind": "email", "sha256s": [""]}'):
+        allow_file.write_text(bad + "\n")
+        with pytest.raises(BadInput) as error:
+            load_allow_list(allow_file)
+        assert error.value.line == 1, bad
 
 
 def test_untouched_lines_are_copied_byte_for_byte() -> None:

@@ -123,8 +123,8 @@ def test_escaped_home_email_and_ip_are_read_decoded() -> None:
     findings = {f.kind: f for f in result.findings}
     assert set(findings) == {"email", "ip_address"}
     # a finding names what a reader sees: the sha256 of the decoded value
-    assert findings["email"].value_sha256 == value_sha256(values["email"].encode())
-    assert findings["ip_address"].value_sha256 == value_sha256(values["public_ip"].encode())
+    assert findings["email"].sha256s == (value_sha256(values["email"].encode()),)
+    assert findings["ip_address"].sha256s == (value_sha256(values["public_ip"].encode()),)
 
 
 def test_a_key_in_a_string_with_other_escapes_is_counted_once() -> None:

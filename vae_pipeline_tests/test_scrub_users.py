@@ -94,7 +94,7 @@ def test_a_whole_word_user_name_is_a_user_finding_and_an_address_an_email_findin
     result = scrub_text(text, "notes.md", ScrubConfig(usernames=("ana",)))
     assert result.data == text  # reported, not changed
     assert [(f.line, f.kind) for f in result.findings] == [(1, "user"), (2, "user"), (4, "email")]
-    assert result.findings[0].value_sha256 == value_sha256(b"ana")
+    assert result.findings[0].sha256s == (value_sha256(b"ana"),)
     assert "ana" not in repr(result.findings).replace("allowed", "")
 
 

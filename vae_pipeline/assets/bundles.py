@@ -23,7 +23,7 @@ from vae_pipeline.storage.resources import (
 )
 from vae_pipeline.storage.versions import series_output
 
-FINDING = pl.Struct({"file": pl.String, "line": pl.Int64, "kind": pl.String, "value_sha256": pl.String,
+FINDING = pl.Struct({"file": pl.String, "line": pl.Int64, "kind": pl.String, "sha256s": pl.List(pl.String),
                      "allowed": pl.Boolean})
 # slimmed images by content, shared by every build on this machine (an image is encoded once
 # there); a cache, never read as the truth: on a bucket home each machine keeps its own
@@ -81,7 +81,7 @@ def bundle_rows(runs_root: RunsRoot, warehouse: Warehouse, rows: list[dict], con
         gc.unfreeze()
 
 
-@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="bundles-2",
+@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="bundles-3",
           group_name="series", kinds={"zstd"}, pool="bundles")  # vae_pipeline.engines.pools
 def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
             warehouse: Warehouse, scrub_settings: ScrubSettings,

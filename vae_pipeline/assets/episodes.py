@@ -32,7 +32,7 @@ EPISODES_SCHEMA = {
     "looked_at_final_render": pl.Boolean, "delivered": pl.Boolean, "judged": pl.Boolean,
     "actor_model_id": pl.String, "claude_code_version": pl.String, "actor_tools": pl.List(pl.String),
     "request_shape_sha256": pl.String, "benchmark_version": pl.String, "harness_commit": pl.String,
-    "harness_dirty": pl.Boolean, "actor_cli": pl.String,
+    "harness_dirty": pl.Boolean, "actor_cli": pl.String, "actor_model": pl.String,
 }  # fmt: skip
 
 PREVIEW = ("id", "valid", "error_file", "error_line", "error_reason", "family", "aspect", "turns",
@@ -92,7 +92,7 @@ def episodes_source(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settin
                            replacements_source(scrub_settings))
 
 
-@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="episodes-2",
+@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="episodes-3",
           group_name="series", kinds={"polars", "parquet"})
 def episodes(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
              scrub_settings: ScrubSettings) -> dg.Output[dict[str, pl.DataFrame]]:

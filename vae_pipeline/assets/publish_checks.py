@@ -30,6 +30,7 @@ from vae_pipeline.domain.episodes.provenance import (
     SERIES_COLUMNS,
     actor_disagreements,
     uncommitted_series,
+    unrecorded_actors,
     unversioned_series,
 )
 from vae_pipeline.domain.check_items import said_of
@@ -82,8 +83,9 @@ def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame
             for r in published_rows(dataset_folder, episode_table) for f in r["findings"] or [] if not f["allowed"]]
     return _by_episode(
         "no unreviewed finding", said, f"{len(said)} finding(s): ",
-        "Fix the input, list a reviewed finding in meta/scrub-allow.jsonl (file, kind and value_sha256 from the "
-        f"manifest's scrub.findings), or withhold the episode in meta/{WITHHELD}.",
+        "Fix the input, accept a reviewed finding with `vae allow EPISODE FILE:LINE KIND --reason …` (it lists "
+        "the finding's file, kind and every one of its sha256s from the manifest's scrub.findings in "
+        f"meta/scrub-allow.jsonl, all at once), or withhold the episode in meta/{WITHHELD}.",
         findings=len(said))
 
 
@@ -133,6 +135,11 @@ def _published_provenance(project_meta: ProjectMeta, episode_table: pl.DataFrame
 WITHHOLD_SERIES = f"or list the series with a reason in meta/{WITHHELD} to leave it out"
 
 
+def _series_items(problems: list[str]) -> dg.JsonMetadataValue:
+    """ITEMS of a check that speaks of series (`series: text` each): the review site groups them."""
+    return dg.MetadataValue.json([said_of({"series": p.split(": ", 1)[0]}, p.split(": ", 1)[1]) for p in problems])
+
+
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="Every published series ran committed harness code (harness.commit, not dirty)")
 def harness_committed(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
@@ -142,7 +149,7 @@ def harness_committed(project_meta: ProjectMeta, episode_table: pl.DataFrame) ->
         description="every published series names its harness commit, with no local changes" if not problems else
         f"{len(problems)} series ran harness code that was not committed: {_listing(problems)}. Run the series "
         f"again from a committed harness (series.json harness.commit, harness.dirty false), {WITHHOLD_SERIES}.",
-        metadata={"series_at_fault": len(problems)})
+        metadata={"series_at_fault": len(problems), ITEMS: _series_items(problems)})
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
@@ -154,21 +161,23 @@ def benchmark_versioned(project_meta: ProjectMeta, episode_table: pl.DataFrame) 
         description="every published series has a benchmark_version" if not problems else
         f"{len(problems)} series without a benchmark version: {_listing(problems)}. Record the benchmark "
         f"version the series ran (series.json benchmark_version, MAJOR.MINOR.PATCH), {WITHHOLD_SERIES}.",
-        metadata={"series_at_fault": len(problems)})
+        metadata={"series_at_fault": len(problems), ITEMS: _series_items(problems)})
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="The episodes of each published series ran one actor: the same model, Claude Code "
                             "version (= actor.cli), tools, system prompt and tool definitions")
 def one_actor_per_series(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    said = actor_disagreements(_published_provenance(project_meta, episode_table))
+    rows = _published_provenance(project_meta, episode_table)
+    said, unrecorded = actor_disagreements(rows), unrecorded_actors(rows)
+    noted = f" Not compared — {_listing(unrecorded)}." if unrecorded else ""
     return _by_episode(
-        "the episodes of every published series agree on what ran", said,
-        f"{len(said)} disagreement(s) on what ran (messages.jsonl system/init line, "
+        "the episodes of every published series agree on what ran, as far as their logs record it" + noted, said,
+        f"{len(said)} disagreement(s) on what ran (messages.jsonl system/init line against series.json's actor, "
         "transcript/api-request-shape.json): ",
         f"Run the odd episodes again with the series' actor, or list them (or the series) with a reason in "
-        f"meta/{WITHHELD} to leave them out.",
-        disagreements=len(said))
+        f"meta/{WITHHELD} to leave them out.{noted}",
+        disagreements=len(said), not_recorded=len(unrecorded))
 
 
 PROVENANCE_CHECKS = [harness_committed, benchmark_versioned, one_actor_per_series]

@@ -11,7 +11,9 @@ import polars as pl
 from vae_pipeline.assets.dataset import WITHHELD
 from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
+from vae_pipeline.assets.labels import labels
 from vae_pipeline.assets.publish_checks import AFTER_THE_CHECKS, ITEMS, PUBLISH_CHECKS
+from vae_pipeline.assets.renders import renders
 from vae_pipeline.assets.scrub_settings import scrub_config
 from vae_pipeline.domain.dataset.dataset_files import (
     AGREEMENT_PARQUET,
@@ -54,10 +56,10 @@ def review_site_source(project_meta: ProjectMeta) -> str:
     return content_version(templates_version(), files_version([project_meta.root / WITHHELD]))
 
 
-def latest_checks(instance: dg.DagsterInstance) -> list[CheckResult]:
-    """The latest result of every publish check, as the instance recorded it (`passed` None
-    when not evaluated)."""
-    specs = [spec for check in PUBLISH_CHECKS for spec in check.check_specs]
+def latest_checks(instance: dg.DagsterInstance, specs: list[dg.AssetCheckSpec] | None = None) -> list[CheckResult]:
+    """The latest result of every publish check (or of `specs`), as the instance recorded it
+    (`passed` None when not evaluated)."""
+    specs = specs if specs is not None else [spec for check in PUBLISH_CHECKS for spec in check.check_specs]
     outcomes = check_outcomes(instance, [spec.key for spec in specs])
     results = []
     for spec in specs:
@@ -66,6 +68,12 @@ def latest_checks(instance: dg.DagsterInstance) -> list[CheckResult]:
         results.append(CheckResult(spec.name, spec.description or "", outcome.passed, outcome.description,
                                    items.value if isinstance(items, dg.JsonMetadataValue) else []))
     return results
+
+
+def build_warnings(instance: dg.DagsterInstance) -> list[CheckResult]:
+    """The build's own checks (the renders' and labels', e.g. the labels' drift warning): what the
+    build prints of them, shown apart from what blocks the release."""
+    return latest_checks(instance, [spec for asset in (renders, labels) for spec in asset.check_specs])
 
 
 def label_history(warehouse: Warehouse) -> dict[str, list[dict]]:
@@ -103,7 +111,7 @@ def fetch_linked_files(warehouse: Warehouse, rows: list[dict]) -> None:
             warehouse.mirror.sync(row["contact_sheet"].rsplit("/", 1)[0])
 
 
-@dg.asset(code_version="review_site-1", group_name="review", kinds={"html"},
+@dg.asset(code_version="review_site-2", group_name="review", kinds={"html"},
           deps=[dataset_episodes, dataset_card], op_tags=AFTER_THE_CHECKS)
 def review_site(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehouse: Warehouse,
                 dataset_folder: DatasetFolder, scrub_settings: ScrubSettings, episode_table: pl.DataFrame,
@@ -118,7 +126,7 @@ def review_site(context: dg.AssetExecutionContext, project_meta: ProjectMeta, wa
         rows=episode_table.to_dicts(), published=set(dataset_rows["id"].to_list()) if dataset_rows.height else set(),
         withheld=withheld, checks=latest_checks(context.instance), history=label_history(warehouse),
         rubric=load_rubric(project_meta.root / rubric["file"][0]), leaderboard=read_leaderboard(dataset_folder),
-        scrub=scrub_config(scrub_settings))
+        scrub=scrub_config(scrub_settings), warnings=build_warnings(context.instance))
     fetch_linked_files(warehouse, inputs.rows)
     report = render_site(inputs, warehouse.root, site_root(warehouse))
     warehouse.mirror.publish_tree(site_root(warehouse))

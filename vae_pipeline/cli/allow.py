@@ -1,8 +1,9 @@
 """`vae allow`: accept one reviewed scrub finding, so it no longer blocks the release.
 
 The finding is looked up in the last build's episode table (the rows the manifests' `scrub.findings`
-are written from), and its file, kind and value's sha256 appended to meta/scrub-allow.jsonl with the
-reason. The value itself is never read or printed: only its sha256 is stored.
+are written from), and its file, kind and the sha256 of every value of that kind on its line appended
+to meta/scrub-allow.jsonl as one entry with the reason, so the next build no longer blocks on it. The
+values themselves are never read or printed: only their sha256s are stored.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ def cmd_allow(args: argparse.Namespace) -> int:
     finding = finding_of(Warehouse(path=env["VAE_HOME"], scratch_path=env["VAE_SCRATCH"]), args.episode, file, int(line), args.kind)
     path = Path(env["VAE_META_DIR"]) / ALLOW_LIST
     if allow_finding(path, args.episode, finding, args.reason.strip()):
-        say(f"allowed {args.episode} {file}:{line} {args.kind} in {path.name}; the next `vae build` no longer blocks on it")
+        values = len(finding["sha256s"])
+        say(f"allowed {args.episode} {file}:{line} {args.kind} ({values} value{'s' if values > 1 else ''}) in "
+            f"{path.name}; the next `vae build` no longer blocks on it")
     else:
         say(f"{path.name} already accepts {args.episode} {file}:{line} {args.kind}")
     return 0

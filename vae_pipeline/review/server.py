@@ -1,6 +1,7 @@
 """`vae review --serve`: the review site over HTTP on 127.0.0.1 (Starlette's StaticFiles on uvicorn).
 
-Only the site and what it links to are served: the home's `review/`, `videos/` and `frames/`
+`/`, `/review` and `/review/` redirect to the site's index. Only the site and what it links to
+are served: the home's `review/`, `videos/` and `frames/`
 folders, each a StaticFiles root that resolves every path and refuses one that leads outside it
 (a symlink out, `..`). Never the rest of the pipeline's home (the DuckDB warehouse, the Dagster
 instance), no directory listing, no dotfile (`.state.json`, `.cache/`). A path holding NUL or
@@ -22,8 +23,8 @@ from pathlib import Path
 
 import uvicorn
 from starlette.applications import Starlette
-from starlette.responses import PlainTextResponse
-from starlette.routing import Mount
+from starlette.responses import PlainTextResponse, RedirectResponse
+from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -35,6 +36,8 @@ IDLE_TIMEOUT_S = 5.0
 MAX_CONNECTIONS = 2048  # a reviewer's browser opens a handful; a flood gets 503s, never a hang
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _LONG_NUMBER = re.compile(r"\d{19}")  # past 2^63: no file is that large
+INDEX = f"/{SITE_DIR}/index.html"
+INDEX_PATHS = ("/", f"/{SITE_DIR}", f"/{SITE_DIR}/")  # each redirects to the index
 
 
 class SiteFolder(StaticFiles):
@@ -72,10 +75,16 @@ def _refusal(scope: Scope) -> tuple[int, str] | None:
         return 400, "bad range"
     if scope["method"] not in ("GET", "HEAD"):
         return 405, "only GET and HEAD"
+    if path in INDEX_PATHS:
+        return None
     parts = path.split("/")[1:]
     if not parts or parts[0] not in SERVED or any(part.startswith(".") for part in parts):
         return 404, "not part of the review site"
     return None
+
+
+async def _to_index(request) -> RedirectResponse:
+    return RedirectResponse(INDEX, status_code=302)
 
 
 class _Protocol(H11Protocol):
@@ -117,7 +126,8 @@ class ReviewServer:
     def __init__(self, home: Path, port: int = 0, *, idle_timeout_s: float = IDLE_TIMEOUT_S,
                  max_connections: int = MAX_CONNECTIONS):
         home = Path(home).resolve()
-        routes = [Mount(f"/{name}", app=SiteFolder(home / name)) for name in SERVED]
+        routes = [Route(path, _to_index, methods=["GET", "HEAD"]) for path in INDEX_PATHS]
+        routes += [Mount(f"/{name}", app=SiteFolder(home / name)) for name in SERVED]
         app = ServeOnlyTheSite(Starlette(routes=routes))
         _allow_open_files(max_connections + 64)
         self.config = uvicorn.Config(app, http=_Protocol, ws="none", lifespan="off", loop="asyncio",

@@ -25,7 +25,7 @@ CWD_PLACEHOLDER = "<cwd>"
 
 # the columns `actor_facts` fills (per episode) and `series_facts` (per series, on every episode row)
 ACTOR_COLUMNS = ("actor_model_id", "claude_code_version", "actor_tools", "request_shape_sha256")
-SERIES_COLUMNS = ("benchmark_version", "harness_commit", "harness_dirty", "actor_cli")
+SERIES_COLUMNS = ("benchmark_version", "harness_commit", "harness_dirty", "actor_cli", "actor_model")
 # what the episodes of one series must agree on, and how a reason calls it
 AGREED = {"actor_model_id": "model", "claude_code_version": "claude_code_version", "actor_tools": "tool names",
           "request_shape_sha256": "system prompt and tool definitions (sha256)"}
@@ -80,7 +80,7 @@ def actor_facts(init: dict | None, shape: object | None) -> dict:
 
 def series_facts(info: dict) -> dict:
     """SERIES_COLUMNS from series.json: `benchmark_version`, `harness.commit`, whether
-    `harness.dirty` is true, `actor.cli`."""
+    `harness.dirty` is true, `actor.cli`, `actor.model`."""
     harness = info.get("harness") if isinstance(info.get("harness"), dict) else {}
     actor = info.get("actor") if isinstance(info.get("actor"), dict) else {}
     return {
@@ -88,6 +88,7 @@ def series_facts(info: dict) -> dict:
         "harness_commit": _text(harness.get("commit")),
         "harness_dirty": harness.get("dirty") is True,
         "actor_cli": _text(actor.get("cli")),
+        "actor_model": _text(actor.get("model")),
     }
 
 
@@ -140,14 +141,31 @@ def _shown(value: object, column: str = "") -> str:
     return str(value)[:12] if column == "request_shape_sha256" else str(value)  # a hash: its head is enough
 
 
+def same_model(recorded: str, named: str) -> bool:
+    """Whether the model an init line records is the one series.json names: the same id, or the
+    alias a dated id is made from (`claude-opus-5.5` names `claude-opus-5-5-20261014`)."""
+    alias = named.replace(".", "-")
+    return recorded == named or re.fullmatch(re.escape(alias) + r"(-\d{8})?", recorded.replace(".", "-")) is not None
+
+
 def actor_disagreements(rows: Iterable[dict]) -> list[dict]:
-    """The odd episodes of each series, by episode (`said_of`): outside the largest group of the
-    series on what ran (AGREED; every group when two tie), or with an init line's
+    """The odd episodes of each series, by episode (`said_of`), among those whose logs record what
+    ran (an episode that records nothing is not compared: see `unrecorded_actors`): a model other
+    than the series' `actor.model` (series.json; without one, outside the largest group), outside
+    the largest group on the other things that ran (AGREED; every group when two tie), or a
     `claude_code_version` that is not the series' `actor.cli`."""
     problems = []
     for group in _by_series(rows).values():
+        named = group[0].get("actor_model")
         for column, name in AGREED.items():
-            values = Counter(_key(row[column]) for row in group)
+            recorded = [row for row in group if row[column] is not None]
+            if column == "actor_model_id" and named is not None:
+                agree = sum(1 for row in recorded if same_model(row[column], named))
+                problems += [said_of(row, f"disagrees on the model: {row[column]} (series.json actor.model "
+                                          f"{named}; {agree} of the series' episodes run it)")
+                             for row in recorded if not same_model(row[column], named)]
+                continue
+            values = Counter(_key(row[column]) for row in recorded)
             if len(values) < 2:
                 continue
             ranked = values.most_common()
@@ -156,11 +174,29 @@ def actor_disagreements(rows: Iterable[dict]) -> list[dict]:
             others = "a tie: " + ", ".join(f"{_shown(value, column)} in {n}" for value, n in ranked) if tie else \
                 f"the other {ranked[0][1]}: {_shown(ranked[0][0], column)}"
             problems += [said_of(row, f"disagrees on the {name}: {_shown(row[column], column)} ({others})")
-                         for row in group if _key(row[column]) in odd]
+                         for row in recorded if _key(row[column]) in odd]
         cli = group[0]["actor_cli"]
         problems += [said_of(row, f"claude_code_version {_shown(row['claude_code_version'])} is not the series' "
-                                  f"actor.cli {_shown(cli)}") for row in group if row["claude_code_version"] != cli]
+                                  f"actor.cli {_shown(cli)}")
+                     for row in group if row["claude_code_version"] is not None and row["claude_code_version"] != cli]
     return problems
+
+
+def unrecorded_actors(rows: Iterable[dict]) -> list[str]:
+    """What `actor_disagreements` could not compare, one line per series: the episodes whose
+    log records no model (no `system`/`init` line), or that none does."""
+    notes = []
+    for series, group in _by_series(rows).items():
+        missing = [row["id"] for row in group if row["actor_model_id"] is None]
+        if not missing:
+            continue
+        named = group[0].get("actor_model")
+        if len(missing) == len(group):
+            notes.append(f"{series}: no episode's log records a model (no system/init line), so none can be "
+                         f"compared with the series' actor.model {_shown(named)}")
+        else:
+            notes.append(f"{series}: not recorded (no system/init line), so not compared: {', '.join(missing)}")
+    return notes
 
 
 def _key(value: object) -> object:

@@ -31,10 +31,15 @@ from vae_pipeline.domain.files import write_if_changed
 from vae_pipeline.domain.verdicts.host import gate_report
 from vae_pipeline.domain.leaderboard.tables import shown_ranks
 from vae_pipeline.domain.review.transcript import (
+    MESSAGES,
+    SESSION,
+    TOOL_EVENTS,
     UnreadableArchive,
+    agent_of,
     each_call,
     finding_context,
     judge_answer,
+    lines_of,
     paged,
     read_archive,
     split_threads,
@@ -95,6 +100,7 @@ class SiteInputs:
     rubric: Rubric
     leaderboard: Leaderboard | None = None
     scrub: ScrubConfig = field(default_factory=ScrubConfig)  # the harness's host and user names
+    warnings: list[CheckResult] = field(default_factory=list)  # the build's checks that do not block a release
 
     @functools.cached_property
     def finding_kinds(self) -> list:
@@ -143,14 +149,19 @@ def page_name(episode_id: str) -> str:
     return page_stem(episode_id) + ".html"
 
 
-def transcript_page(episode_id: str, number: int) -> str:
-    """An episode's transcript page, in the folder named after it next to its page."""
-    return f"{page_stem(episode_id)}/transcript-{number}.html"
+def log_slug(member: str) -> str:
+    """The name a log member's transcript pages start with."""
+    agent = agent_of(member)
+    if agent is not None:
+        return "subagent-" + _UNSAFE.sub("_", agent)
+    return {MESSAGES: "transcript", SESSION: "session", TOOL_EVENTS: "tool-events"}.get(member,
+                                                                                        _UNSAFE.sub("_", member))
 
 
-def thread_page(thread: int, number: int) -> str:
-    """A page of a subagent thread too long to show under its call, next to the transcript's."""
-    return f"agent-{thread}-{number}.html"
+def log_page(member: str, number: int, thread: int | None = None) -> str:
+    """A page of a log member's transcript (`thread`: of a subagent thread of it too long to show
+    under its call), in the folder named after the episode next to its page."""
+    return f"{log_slug(member)}-{number}.html" if thread is None else f"{log_slug(member)}-agent-{thread}-{number}.html"
 
 
 def invalid_page(episode_id: str) -> str:
@@ -165,6 +176,23 @@ def marked(text: object) -> markupsafe.Markup:
     return markupsafe.Markup(_MARKERS.sub(mark, str(markupsafe.escape(text))))
 
 
+def clipped_html(value: dict) -> markupsafe.Markup:
+    """A text `clipped` cut, marked, with a note of what the cut left out (a filter: a template
+    macro per text costs more than the text)."""
+    html = marked(value["text"])
+    if value["hidden"]:
+        html += markupsafe.Markup(f'<span class="clipped">… {value["hidden"]:,} more characters not shown '
+                                  f'({value["size"]:,} in all; the archive holds them)</span>')
+    return html
+
+
+def line_at(line: int, anchor: bool, noted: list[int]) -> markupsafe.Markup:
+    """The attributes of the element that shows `line` of a log: `data-line`, the `L<line>` target
+    on its first element, and `data-has-finding` when a finding is on it."""
+    return markupsafe.Markup(f' data-line="{int(line)}"' + (f' id="L{int(line)}"' if anchor else "")
+                             + (" data-has-finding" if line in noted else ""))
+
+
 @functools.cache
 def _environment(cache: Path) -> jinja2.Environment:
     """Templates compiled once per process, and their bytecode kept in `cache` between processes."""
@@ -172,7 +200,7 @@ def _environment(cache: Path) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              bytecode_cache=jinja2.FileSystemBytecodeCache(str(cache)))
-    env.filters["marked"] = marked
+    env.filters.update(marked=marked, clipped=clipped_html, line_at=line_at)
     return env
 
 
@@ -201,6 +229,19 @@ def _rule_text(rubric: Rubric, rule_id: str | None) -> str | None:
         return None
     when = "otherwise" if rule.when is None else f"{rule.when.metric} {rule.when.op} {rule.when.value:g}"
     return f"{rule.id}: {when} → {rule.label}"
+
+
+def decision(row: dict, rubric: Rubric) -> dict:
+    """What decided the label, for a table's rule column: the rule, or the failed gates when they
+    made it FAIL (then the rule's own label is a note, never shown as the outcome)."""
+    rule = next((r for r in rubric.rules if r.id == row.get("host_rule")), None)
+    gates = row.get("host_gates_failed") or []
+    if gates and _label(row) == "FAIL":
+        return {"text": f"gate {', '.join(gates)} → FAIL",
+                "note": f"rule {rule.id} alone: {rule.label}" if rule is not None and rule.label != "FAIL" else None}
+    if rule is None:
+        return {"text": row.get("host_rule") or "–", "note": None}
+    return {"text": f"{rule.id} → {rule.label}", "note": None}
 
 
 def _metrics(row: dict, rubric: Rubric) -> dict | None:
@@ -280,6 +321,7 @@ def episode_page(row: dict, inputs: SiteInputs, to_home: str) -> dict:
         "id": row["id"], "series": row["series"], "page": page_name(row["id"]),
         "title": brief.get("title"), "family": brief.get("family"), "aspect": row.get("aspect"),
         "duration_s": row.get("duration_s"), "label": _label(row), "host_rule": row.get("host_rule"),
+        "decision": decision(row, inputs.rubric),
         "gates_failed": row.get("host_gates_failed") or [], "positive_eligible": row.get("positive_eligible"),
         "harness_error": row.get("harness_error"), "result_status": row.get("result_status"),
         "warnings": inputs.masked(row.get("warnings") or []), "published": row["id"] in inputs.published, "withheld": withheld,
@@ -302,6 +344,8 @@ def episode_page(row: dict, inputs: SiteInputs, to_home: str) -> dict:
             "history": inputs.history.get(row["id"], []),
         },
         "counts": [(name, row.get(name)) for name in COUNT_COLUMNS],
+        "actor": inputs.masked({"model": row.get("actor_model_id"), "version": row.get("claude_code_version"),
+                                "series_model": row.get("actor_model"), "cli": row.get("actor_cli")}),
         "scrub": _scrub(row, inputs),
         "brief": brief,
         "brief_json": json.dumps(brief, ensure_ascii=False),
@@ -338,25 +382,57 @@ def _label_counts(rows: list[dict]) -> dict[str, int]:
     return {label: counts.get(label, 0) for label in LABELS}
 
 
-def _why_not_published(summary: dict, blocking: list[str]) -> str:
+def _why_not_published(summary: dict, own: list[str], release: list[str]) -> str:
     if summary["withheld"]:
         return f"withheld: {summary['withheld']}"
     if summary["status"] != "completed":
         return f"series is {summary['status']}: only completed series are published"
-    if blocking:
-        return "in the dataset folder, but publishing is refused until these checks pass: " + ", ".join(blocking)
+    if own or release:
+        said = ([f"its own: {', '.join(own)}"] if own else []) + \
+            ([f"the release's as a whole: {', '.join(release)}"] if release else [])
+        return "in the dataset folder, but publishing is refused until these checks pass — " + "; ".join(said)
     if not summary["published"]:
         return "no valid episode to publish"
     return ""
 
 
-def _index_entry(summary: dict, checks: list[CheckResult]) -> dict:
-    """The index's line for a series. The release is one commit, so a failing blocking check
-    holds back every series in it."""
+def _index_entry(summary: dict, triaged: dict) -> dict:
+    """The index's line for a series: the failing checks that name it, and those that name no
+    series (the release is one commit, so they hold back every series in it)."""
     in_release = summary["status"] == "completed" and not summary["withheld"]
-    blocking = [c.name for c in checks if c.passed is False] if in_release else []
-    return {**summary, "episodes": summary["valid"] + summary["invalid"], "blocking": blocking,
-            "why_not": _why_not_published(summary, blocking)}
+    group = triaged["groups"].get(summary["id"])
+    own = group["checks"] if in_release and group else []
+    release = triaged["release"] if in_release else []
+    return {**summary, "episodes": summary["valid"] + summary["invalid"], "blocking": own + release,
+            "why_not": _why_not_published(summary, own, release)}
+
+
+def triage(checks: list[CheckResult], links: dict[str, str]) -> dict:
+    """What blocks the release, by series: each episode a failing check names, with every check
+    it fails and what each says; what a check says of a series as a whole; and the failing checks
+    that name no series (about the release as a whole)."""
+    groups: dict[str, dict] = {}
+    release = []
+    for check in checks:
+        if check.passed is not False:
+            continue
+        if not any(item.get("series") for item in check.items):
+            release.append(check.name)
+        for item in check.items:
+            if not item.get("series"):
+                continue
+            group = groups.setdefault(item["series"], {"series": item["series"], "episodes": {}, "itself": {},
+                                                       "checks": []})
+            if check.name not in group["checks"]:
+                group["checks"].append(check.name)
+            key = f"{item['series']}/{item['id']}" if item.get("id") else None
+            said = group["episodes"].setdefault(key, {"id": item["id"], "href": links.get(key), "checks": {}})["checks"] \
+                if key else group["itself"]
+            said.setdefault(check.name, []).append(item["text"])
+    for group in groups.values():
+        group["rows"] = sorted(group.pop("episodes").values(), key=lambda e: e["id"])
+    return {"groups": dict(sorted(groups.items())), "release": release,
+            "episodes": sum(len(g["rows"]) for g in groups.values())}
 
 
 def _series_fingerprint(version: str, series: str, rows: list[dict], inputs: SiteInputs, out: Path) -> str:
@@ -401,7 +477,8 @@ def search_index(rows: list[dict], inputs: SiteInputs) -> list[dict]:
         entries.append(inputs.masked({
             "id": row["id"], "series": row["series"], "title": str(brief.get("title") or ""),
             "family": str(brief.get("family") or ""),
-            "label": _label(row) if row["valid"] else "invalid", "rule": row.get("host_rule") or "",
+            "label": _label(row) if row["valid"] else "invalid",
+            "rule": decision(row, inputs.rubric)["text"] if row["valid"] and row.get("host_rule") else "",
             "gates": list(row.get("host_gates_failed") or []), "findings": findings,
             "reason": "" if row["valid"] else str(row.get("error_reason") or ""),
         }) | {"href": links[f"{row['series']}/{row['id']}"], "turns": row.get("turns"),
@@ -409,9 +486,13 @@ def search_index(rows: list[dict], inputs: SiteInputs) -> list[dict]:
     return entries
 
 
+def _log_order(member: str) -> tuple[int, str]:
+    return ({MESSAGES: 0, SESSION: 1, TOOL_EVENTS: 3}.get(member, 2), member)
+
+
 def archive_review(row: dict, inputs: SiteInputs, home: Path) -> dict | None:
-    """What the staged archive will publish of an episode: its conversation, the judge's answer,
-    each finding in its line; None for an episode with no archive."""
+    """What the staged archive will publish of an episode: every log member's transcript, the
+    judge's answer, each finding in its line; None for an episode with no archive."""
     if not row.get("staged_archive") or not (home / row["staged_archive"]).is_file():
         return None
     findings = json.loads(row["bundle_parts"])["scrub"]["findings"] if row.get("bundle_parts") else []
@@ -419,17 +500,18 @@ def archive_review(row: dict, inputs: SiteInputs, home: Path) -> dict | None:
         view = read_archive(home / row["staged_archive"], {f["file"] for f in findings})
     except UnreadableArchive as exc:
         return {"error": f"the staged archive cannot be read ({exc}): run `vae build` again"}
-    conversation = transcript(view.messages or b"", inputs.masked)
+    logs = {member: transcript(view.logs[member], inputs.masked) for member in sorted(view.logs, key=_log_order)}
     shown = []
     for finding in findings:
         context = finding_context(view.members.get(finding["file"]), finding, inputs.finding_kinds, inputs.masked)
         where = shlex.quote(f"{inputs.masked(finding['file'])}:{finding['line']}")
-        shown.append({"file": inputs.masked(finding["file"]), "line": finding["line"], "kind": finding["kind"],
-                      "allowed": finding["allowed"], "archive_line": context["line"],
-                      "before": context["before"], "after": context["after"],
-                      "command": f'vae allow {row["id"]} {where} {finding["kind"]} --reason "…"'})
-    return {"judge": judge_answer(view.judge, inputs.masked), "findings": shown, "transcript": conversation,
-            "images": {path: view.images[path] for path in conversation.images if path in view.images}}
+        shown.append({"file": inputs.masked(finding["file"]), "member": finding["file"], "line": finding["line"],
+                      "kind": finding["kind"], "value_count": len(finding["sha256s"]), "allowed": finding["allowed"],
+                      "archive_line": context["line"], "before": context["before"], "after": context["after"],
+                      "href": None, "command": f'vae allow {row["id"]} {where} {finding["kind"]} --reason "…"'})
+    images = set().union(*(log.images for log in logs.values()))
+    return {"judge": judge_answer(view.judge, inputs.masked), "findings": shown, "logs": logs,
+            "images": {path: view.images[path] for path in sorted(images) if path in view.images}}
 
 
 # ---------------------------------------------------------------- writing
@@ -458,37 +540,64 @@ def _render(env: jinja2.Environment, template: str, path: Path, **context: objec
     return write_if_changed(path, env.get_template(template).render(**context).encode(), durable=False)
 
 
-def _render_transcript(env: jinja2.Environment, folder: Path, episode: dict, review: dict) -> tuple[int, dict]:
-    """An episode's transcript pages and the images they show, in the folder named after it;
-    what its page says of them."""
-    conversation = review["transcript"]
-    total_calls = sum(1 for _ in each_call(conversation.rows))
-    threads = split_threads(conversation.rows)
-    pages = paged(conversation.rows)
-    hrefs = [transcript_page(episode["id"], n) for n in range(1, len(pages) + 1)]
-    own = folder / page_stem(episode["id"])
-    names = [h.split("/")[-1] for h in hrefs]
-    written = 0
-    for number, rows in enumerate(pages, start=1):
-        written += _render(env, "transcript.html", own / names[number - 1], episode=episode, rows=rows,
-                           number=number, pages=names, thread=None, site="../../..")
+def _log_pages(member: str, log) -> list[tuple[str, list[dict], int | None, list[str]]]:
+    """A log's pages: (name, rows, subagent thread or None, the names of the pages it is one of)."""
+    threads = split_threads(log.rows)
+    pages = paged(log.rows)
+    names = [log_page(member, n) for n in range(1, len(pages) + 1)]
+    out = [(name, rows, None, names) for name, rows in zip(names, pages, strict=True)]
     for thread, rows in enumerate(threads, start=1):
         thread_pages = paged(rows)
-        thread_names = [thread_page(thread, n) for n in range(1, len(thread_pages) + 1)]
-        for number, page_rows in enumerate(thread_pages, start=1):
-            written += _render(env, "transcript.html", own / thread_names[number - 1], episode=episode,
-                               rows=page_rows, number=number, pages=thread_names, thread=thread, site="../../..")
-        names += thread_names
+        thread_names = [log_page(member, n, thread) for n in range(1, len(thread_pages) + 1)]
+        out += [(name, page_rows, thread, thread_names) for name, page_rows in zip(thread_names, thread_pages,
+                                                                                   strict=True)]
+    return out
+
+
+def _render_transcript(env: jinja2.Environment, folder: Path, episode: dict, review: dict) -> tuple[int, dict]:
+    """Every log member's transcript pages and the images they show, in the folder named after
+    the episode; each finding in a log linked to its line there; what the episode's page says of them."""
+    own = folder / page_stem(episode["id"])
+    laid_out = {member: _log_pages(member, log) for member, log in review["logs"].items()}
+    page_of = {member: {line: name for name, rows, _, _ in pages for line in lines_of(rows)}
+               for member, pages in laid_out.items()}
+    agent_pages = {agent_of(member): log_page(member, 1) for member in laid_out if agent_of(member) is not None}
+    started_by = {}
+    for member, log in review["logs"].items():
+        for call in each_call(log.rows):
+            if call["agent"] in agent_pages and call["agent"] not in started_by:
+                started_by[call["agent"]] = {"href": f"{page_of[member][call['line']]}#L{call['line']}",
+                                             "call": call["id"], "member": member}
+    notes: dict[tuple[str, str], list[dict]] = {}
+    for finding in review["findings"]:
+        page = page_of.get(finding["member"], {}).get(finding["archive_line"])
+        if page is not None:
+            finding["href"] = f"{page_stem(episode['id'])}/{page}#L{finding['archive_line']}"
+            notes.setdefault((finding["member"], page), []).append(finding)
+    written, summaries = 0, []
+    for member, pages in laid_out.items():
+        log, agent = review["logs"][member], agent_of(member)
+        for name, rows, thread, names in pages:
+            written += _render(env, "transcript.html", own / name, episode=episode, rows=rows,
+                               number=names.index(name) + 1, pages=names, thread=thread, member=member,
+                               first=log_page(member, 1), slug=log_slug(member), notes=notes.get((member, name), []),
+                               agent_pages=agent_pages, started_by=started_by.get(agent), site="../../..")
+        main = [(name, rows) for name, rows, thread, _ in pages if thread is None]
+        summaries.append({
+            "member": member, "lines": log.lines,
+            "started_by": {**started_by[agent], "href": f"{page_stem(episode['id'])}/{started_by[agent]['href']}"}
+            if agent in started_by else None,
+            "tool_calls": log.tool_calls,
+            "subagent_tool_calls": log.subagent_tool_calls,
+            "threads": len({thread for _, _, thread, _ in pages if thread is not None}),
+            "pages": [{"href": f"{page_stem(episode['id'])}/{name}", "first_line": rows[0]["line"] if rows else None,
+                       "rows": len(rows)} for name, rows in main]})
     for path, data in review["images"].items():
         written += write_if_changed(own / path, data, durable=False)
-    keep = {own / name for name in names} | {own / path for path in review["images"]}
+    keep = {own / name for pages in laid_out.values() for name, *_ in pages} | {own / p for p in review["images"]}
     for stale in [p for p in own.rglob("*") if p.is_file() and p not in keep]:
         stale.unlink()
-    summary = {"pages": [{"href": href, "first_line": rows[0]["line"] if rows else None, "rows": len(rows)}
-                         for href, rows in zip(hrefs, pages, strict=True)],
-               "lines": conversation.lines, "rows": len(conversation.rows), "tool_calls": total_calls,
-               "threads": len(threads)}
-    return written, summary
+    return written, {"logs": summaries}
 
 
 def _render_series(env: jinja2.Environment, page: dict, rows: list[dict], inputs: SiteInputs, home: Path,
@@ -536,6 +645,10 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
     by_series: dict[str, list[dict]] = {}
     for row in sorted(inputs.rows, key=lambda r: (r["series"], r["id"])):
         by_series.setdefault(row["series"], []).append(row)
+    everything = sorted(inputs.rows, key=lambda r: (r["series"], r["id"]))
+    links = episode_links(everything)
+    checks = [dataclasses.replace(c, items=inputs.masked(c.items)) for c in inputs.checks]
+    triaged = triage(checks, links)
     entries = []
     for series, rows in by_series.items():
         fingerprint = _series_fingerprint(version, series, rows, inputs, out)
@@ -546,7 +659,7 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
                                                    home, out)
             state[series] = fingerprint
             report.series_rendered.append(series)
-        entries.append(_index_entry(series_summary(series, rows, inputs), inputs.checks))
+        entries.append(_index_entry(series_summary(series, rows, inputs), triaged))
     for series in sorted(set(state) - set(by_series)):
         _remove_series(out, series)
         del state[series]
@@ -559,14 +672,14 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
                                                      durable=False)
     if board is None or not board["chart"]:
         (out / LEADERBOARD_CHART).unlink(missing_ok=True)
-    everything = sorted(inputs.rows, key=lambda r: (r["series"], r["id"]))
     index = search_index(everything, inputs)
     report.pages_written += write_if_changed(out / SEARCH_INDEX, json.dumps(index, indent=0).encode(), durable=False)
     report.pages_written += _render(env, "search.html", out / "search.html", site=".", index=index)
     report.pages_written += _render(
-        env, "index.html", report.index, site=".", series=entries, leaderboard=board,
-        checks=[dataclasses.replace(c, items=inputs.masked(c.items)) for c in inputs.checks],
-        links=episode_links(everything), legend=legend(inputs.rubric),
+        env, "index.html", report.index, site=".", series=entries, leaderboard=board, checks=checks, triage=triaged,
+        warnings=[dataclasses.replace(c, items=inputs.masked(c.items), description=inputs.masked(c.description))
+                  for c in inputs.warnings if c.passed is False],
+        links=links, legend=legend(inputs.rubric),
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), rubric_version=inputs.rubric.version)
     if report.pages_written:
         os.sync()  # the pages are on disk before the state says they were rendered

@@ -1,13 +1,16 @@
-"""What the archive will publish, laid out for a reviewer: the conversation of `messages.jsonl`,
-the judge's answer of `judge.json` and each scrub finding's line — all read from the staged,
-scrubbed, slimmed `.tar.zst`, never from the input.
+"""What the archive will publish, laid out for a reviewer: every log member (`messages.jsonl`,
+`transcript/session.jsonl`, each `transcript/subagents/agent-*.jsonl`, `tool-events.jsonl`), the
+judge's answer of `judge.json` and each scrub finding's line — all read from the staged, scrubbed,
+slimmed `.tar.zst`, never from the input.
 
 Pure: bytes in, plain values out (the review site renders them). Every string handed out has
 passed through the caller's `mask` (a finding's value never reaches a page); the placeholders the
 scrub wrote (`<home>`, `<redacted:…>`) stay for the page to highlight. The conversation follows
-the CLI's stream-json shapes (contract 1): lines sharing a `message.id` are one message, a tool
-result goes under the call it answers, a subagent's lines (`parent_tool_use_id` set) under the
-`Task` call that started them, system lines fold into one row.
+the CLI's shapes (contract 1), stream-json and session log alike: lines sharing a `message.id` are
+one message, a tool result goes under the call it answers, a subagent's lines (`parent_tool_use_id`
+set) under the `Task` call that started them, consecutive system lines fold into one row of their
+fields. No line is left out: a type the renderer does not know is one folded row naming its type,
+and every row names the lines it shows (`LINE_ANCHOR`), so a page can be checked line by line.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import tarfile
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,25 +30,42 @@ from vae_pipeline.domain.scrub.texts import value_sha256
 from vae_pipeline.domain.bundles.slim import IMAGE_DIR
 
 MESSAGES = "messages.jsonl"
+SESSION = "transcript/session.jsonl"
+SUBAGENTS = "transcript/subagents/"
+TOOL_EVENTS = "tool-events.jsonl"
 JUDGE = "judge.json"
+FIELD_LIMIT = 2_000  # characters of one field of a system, unknown or tool-event line shown
 TEXT_LIMIT = 20_000  # characters of one text shown; the rest is named by its size
 OPEN_LIMIT = 1_500  # a tool result longer than this starts collapsed
 PAGE_ITEMS = 150  # main-agent rows per transcript page
 PAGE_CHARS = 1_000_000  # bytes of HTML a page's rows come to, about, before the next page starts
 THREAD_INLINE = 300_000  # a subagent thread heavier than this gets pages of its own
 ROW_MARKUP = 600  # bytes of markup a row or block adds around its texts
+FIELD_MARKUP = 120  # and one field of a line shown by its fields
 WINDOW = 80  # characters shown either side of a finding's value
 MASK_MARGIN = 512  # masked beyond a cut: no finding value is longer
 
 Mask = Callable[[str], str]
 
 
+def is_log(name: str) -> bool:
+    """Whether an archive member is a log the review site gives transcript pages."""
+    return name in (MESSAGES, SESSION, TOOL_EVENTS) or (
+        name.startswith(SUBAGENTS) and name.endswith(".jsonl") and "/" not in name[len(SUBAGENTS):])
+
+
+def agent_of(name: str) -> str | None:
+    """The subagent id of `transcript/subagents/agent-<id>.jsonl`; None for any other member."""
+    stem = name[len(SUBAGENTS):-len(".jsonl")] if is_log(name) and name.startswith(SUBAGENTS) else ""
+    return stem[len("agent-"):] if stem.startswith("agent-") else (stem or None)
+
+
 @dataclass
 class ArchiveView:
-    """The members of one archive a review needs: the conversation, the judge's answer, the
-    members findings name, and the slimmed images."""
+    """The members of one archive a review needs: its logs, the judge's answer, the members
+    findings name, and the slimmed images."""
 
-    messages: bytes | None = None
+    logs: dict[str, bytes] = field(default_factory=dict)
     judge: bytes | None = None
     members: dict[str, bytes] = field(default_factory=dict)
     images: dict[str, bytes] = field(default_factory=dict)
@@ -63,24 +84,25 @@ def read_archive(path: Path, finding_files: set[str]) -> ArchiveView:
 
 
 def _read_archive(path: Path, finding_files: set[str]) -> ArchiveView:
-    wanted = {MESSAGES, JUDGE, *finding_files}
-    last = max(wanted)
+    wanted = {MESSAGES, JUDGE, SESSION, TOOL_EVENTS, *finding_files}
+    last = max(wanted | {SUBAGENTS})  # members are sorted: past it, and past the subagents' logs, nothing is wanted
     view = ArchiveView()
     with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as stream, \
             tarfile.open(fileobj=stream, mode="r|") as tar:
         for member in tar:
             name = member.name
-            if member.isfile() and (name in wanted or name.startswith(f"{IMAGE_DIR}/")):
+            images = name.startswith(f"{IMAGE_DIR}/")
+            if member.isfile() and (name in wanted or images or is_log(name)):
                 data = _read(tar.extractfile(member))
-                if name.startswith(f"{IMAGE_DIR}/"):
+                if images:
                     view.images[name] = data
-                if name == MESSAGES:
-                    view.messages = data
+                if is_log(name):
+                    view.logs[name] = data
                 if name == JUDGE:
                     view.judge = data
                 if name in finding_files:
                     view.members[name] = data
-            if name >= last and not name.startswith(f"{IMAGE_DIR}/"):
+            if name >= last and not images and not name.startswith(SUBAGENTS):
                 break
     return view
 
@@ -99,15 +121,25 @@ def clipped(text: str, mask: Mask, limit: int = TEXT_LIMIT) -> dict:
     return {"text": shown, "hidden": max(len(text) - limit, 0), "size": len(text)}
 
 
-def _json_text(value: object) -> str:
+def _json_text(value: object, indent: int | None = 1) -> str:
     try:
-        return json.dumps(value, indent=1, ensure_ascii=False)
+        return json.dumps(value, indent=indent, ensure_ascii=False)
     except RecursionError:
         return "(nested too deep to show)"
 
 
+def fields(obj: dict, mask: Mask, skip: tuple[str, ...] = ("type",)) -> list[dict]:
+    """A line's or block's top-level fields, readable: a string as it is, anything else as compact
+    JSON, each clipped (a system line, a line of a type the renderer does not know, a hook record)."""
+    return [{"key": mask(str(key)), **clipped(value if isinstance(value, str) else _json_text(value, None), mask,
+                                              FIELD_LIMIT)}
+            for key, value in obj.items() if key not in skip]
+
+
 class _Conversation:
-    """Rows of every thread (None: the main agent; else the `Task` call's id), built line by line."""
+    """Rows of every thread (None: the main agent; else the `Task` call's id), built line by line.
+    Every row or block carries the line it shows; `anchor` is set on the first one of each line
+    (the page's `L<line>` target)."""
 
     def __init__(self, mask: Mask) -> None:
         self.mask = mask
@@ -115,43 +147,60 @@ class _Conversation:
         self.messages: dict[tuple[str | None, str], dict] = {}
         self.calls: dict[str, dict] = {}
         self.images: set[str] = set()
-        self.tool_calls = 0
+        self.calls_by_thread: Counter[str | None] = Counter()
+        self._anchored: set[int] = set()
 
     def rows(self, thread: str | None) -> list[dict]:
         return self.threads.setdefault(thread, [])
+
+    def anchor(self, number: int) -> bool:
+        first = number not in self._anchored
+        self._anchored.add(number)
+        return first
 
     def add(self, number: int, line: bytes) -> None:
         try:
             obj = json.loads(line)
         except (ValueError, RecursionError):
-            self.rows(None).append({"kind": "unparsed", "line": number, "body": clipped(
-                line.decode("utf-8", "replace"), self.mask, 2_000)})
+            self.rows(None).append({"kind": "unparsed", "line": number, "anchor": self.anchor(number),
+                                    "body": clipped(line.decode("utf-8", "replace"), self.mask, FIELD_LIMIT)})
             return
         if not isinstance(obj, dict):
+            self.rows(None).append({"kind": "other", "type": f"(a JSON {type(obj).__name__}, not an object)",
+                                    "line": number, "anchor": self.anchor(number),
+                                    "fields": [{"key": "value", **clipped(_json_text(obj, None), self.mask,
+                                                                          FIELD_LIMIT)}]})
             return
         thread = obj.get("parent_tool_use_id") or None
+        thread = thread if isinstance(thread, str) else None
         kind = obj.get("type")
         if kind == "system":
             self._system(thread, number, obj)
-        elif kind == "assistant":
+        elif kind == "assistant" and isinstance(obj.get("message"), dict):
             self._assistant(thread, number, obj)
-        elif kind == "user":
+        elif kind == "user" and isinstance(obj.get("message"), dict):
             self._user(thread, number, obj)
         elif kind == "result":
             self.rows(thread).append({
-                "kind": "result", "line": number, "subtype": self.mask(str(obj.get("subtype"))),
-                "is_error": bool(obj.get("is_error")), "num_turns": obj.get("num_turns"),
-                "cost": obj.get("total_cost_usd"), "body": clipped(str(obj.get("result") or ""), self.mask)})
+                "kind": "result", "line": number, "anchor": self.anchor(number),
+                "subtype": self.mask(str(obj.get("subtype"))), "is_error": bool(obj.get("is_error")),
+                "num_turns": obj.get("num_turns"), "cost": obj.get("total_cost_usd"),
+                "body": clipped(str(obj.get("result") or ""), self.mask)})
+        else:  # attachment, last-prompt, permission-mode, summary, rate_limit_event, a hook record, …
+            self.rows(thread).append({"kind": "other", "type": self.mask(str(kind)) if kind is not None else None,
+                                      "line": number, "anchor": self.anchor(number),
+                                      "fields": fields(obj, self.mask)})
 
     def _system(self, thread: str | None, number: int, obj: dict) -> None:
         rows = self.rows(thread)
         if not rows or rows[-1]["kind"] != "system":
             rows.append({"kind": "system", "line": number, "lines": []})
-        rows[-1]["lines"].append({"line": number, "subtype": self.mask(str(obj.get("subtype", ""))),
-                                  "body": clipped(_json_text(obj), self.mask, 4_000)})
+        rows[-1]["lines"].append({"line": number, "anchor": self.anchor(number),
+                                  "subtype": self.mask(str(obj.get("subtype", ""))),
+                                  "fields": fields(obj, self.mask, ("type", "subtype"))})
 
     def _assistant(self, thread: str | None, number: int, obj: dict) -> None:
-        message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+        message = obj["message"]
         message_id = message.get("id")
         row = self.messages.get((thread, message_id)) if message_id else None
         if row is None:
@@ -160,10 +209,11 @@ class _Conversation:
             self.rows(thread).append(row)
             if message_id:
                 self.messages[(thread, message_id)] = row
-        row["lines"].append(number)
+        row["lines"].append({"line": number, "anchor": self.anchor(number)})
         content = message.get("content")
         for block in content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]:
             if not isinstance(block, dict):
+                row["blocks"].append(self._other(block))
                 continue
             kind = block.get("type")
             if kind == "text":
@@ -174,35 +224,49 @@ class _Conversation:
                 call = {"type": "tool_use", "id": self.mask(str(block.get("id", ""))),
                         "name": self.mask(str(block.get("name", ""))),
                         "input": clipped(_json_text(block.get("input")), self.mask), "result": None,
-                        "thread": None, "thread_of": None, "line": number}
+                        "thread": None, "thread_of": None, "agent": None, "line": number}
                 row["blocks"].append(call)
                 self.calls[str(block.get("id", ""))] = call
-                self.tool_calls += 1
+                self.calls_by_thread[thread] += 1
             else:
-                row["blocks"].append({"type": "other", "name": self.mask(str(kind)),
-                                      **clipped(_json_text(block), self.mask, 2_000)})
+                row["blocks"].append(self._other(block))
+
+    def _other(self, block: object) -> dict:
+        """A block of a type the renderer does not know, by its fields; a `tool_reference` by its tool."""
+        if isinstance(block, dict) and block.get("type") == "tool_reference":
+            return {"type": "tool_reference", "name": self.mask(str(block.get("tool_name", ""))), "size": 0}
+        name = block.get("type") if isinstance(block, dict) else type(block).__name__
+        return {"type": "other", "name": self.mask(str(name)),
+                "fields": fields(block, self.mask) if isinstance(block, dict) else
+                [{"key": "value", **clipped(_json_text(block, None), self.mask, FIELD_LIMIT)}], "size": 0}
 
     def _user(self, thread: str | None, number: int, obj: dict) -> None:
-        message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
-        content = message.get("content")
+        content = obj["message"].get("content")
         blocks = content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]
+        structured = obj.get("tool_use_result", obj.get("toolUseResult"))
         prompt = []
         for block in blocks:
             if isinstance(block, dict) and block.get("type") == "tool_result":
-                result = {"line": number, "is_error": bool(block.get("is_error")),
-                          "parts": self._parts(block.get("content"))}
+                result = {"line": number, "anchor": self.anchor(number), "is_error": bool(block.get("is_error")),
+                          "parts": self._parts(block.get("content")), "structured": None}
                 result["chars"] = sum(p.get("size", 0) for p in result["parts"])
                 result["open"] = result["chars"] <= OPEN_LIMIT
                 call = self.calls.get(str(block.get("tool_use_id")))
+                if structured is not None:
+                    result["structured"] = clipped(_json_text(structured), self.mask, FIELD_LIMIT)
+                    agent = structured.get("agentId") if isinstance(structured, dict) else None
+                    if call is not None and isinstance(agent, str) and agent:
+                        call["agent"] = self.mask(agent)
                 if call is not None and call["result"] is None:
                     call["result"] = result
                 else:
                     self.rows(thread).append({"kind": "orphan_result", "line": number, "result": result,
                                               "tool_use_id": self.mask(str(block.get("tool_use_id")))})
-            elif isinstance(block, dict):
+            else:
                 prompt.append(block)
-        if prompt:
-            self.rows(thread).append({"kind": "user", "line": number, "parts": self._parts(prompt)})
+        if prompt or not blocks:
+            self.rows(thread).append({"kind": "user", "line": number, "anchor": self.anchor(number),
+                                      "parts": self._parts(prompt)})
 
     def _parts(self, content: object) -> list[dict]:
         """A tool result's or prompt's content: a string, or text, image and other blocks."""
@@ -217,14 +281,13 @@ class _Conversation:
                 self.images.add(_image_path(block))
                 parts.append({"type": "image", "src": _image_path(block), "size": 0})
             else:
-                parts.append({"type": "other", "name": self.mask(str(kind)),
-                              **clipped(_json_text(block), self.mask, 2_000)})
+                parts.append(self._other(block))
         return parts
 
     def nest(self) -> list[dict]:
         """The main agent's rows, each subagent thread placed under the call that started it
         (a thread whose call is not in the log stays at the end, named by its id)."""
-        for thread, rows in self.threads.items():
+        for thread, rows in list(self.threads.items()):
             if thread is None:
                 continue
             call = self.calls.get(thread)
@@ -249,19 +312,39 @@ def _image_path(block: dict) -> str | None:
 class Transcript:
     rows: list[dict]  # the main agent's rows, subagent threads nested under their calls
     images: set[str]  # archive paths of the images the rows show
-    lines: int
-    tool_calls: int  # every call, subagents' included
+    lines: int  # lines of the log, blank ones included
+    tool_calls: int  # the main agent's tool calls (parent_tool_use_id absent or null)
+    subagent_tool_calls: int  # the tool calls of lines with a parent_tool_use_id
 
 
-def transcript(messages: bytes, mask: Mask) -> Transcript:
+def transcript(log: bytes, mask: Mask) -> Transcript:
+    """Any log member's rows: stream-json, session log and hook records alike (a line of a shape
+    the conversation does not know is a row of its own)."""
     conversation = _Conversation(mask)
     lines = 0
-    for number, line in enumerate(messages.splitlines(), start=1):
+    for number, line in enumerate(log.splitlines(), start=1):
         lines = number
         if line.strip():
             conversation.add(number, line)
     rows = conversation.nest()
-    return Transcript(rows, conversation.images, lines, conversation.tool_calls)
+    main = conversation.calls_by_thread[None]
+    return Transcript(rows, conversation.images, lines, main, sum(conversation.calls_by_thread.values()) - main)
+
+
+def lines_of(rows: list[dict]) -> Iterator[int]:
+    """Every line the rows show, nested threads included (a line may come more than once)."""
+    for row in rows:
+        yield row["line"]
+        for sub in row.get("lines", []):
+            yield sub["line"]
+        for block in row.get("blocks", []):
+            if block["type"] == "tool_use":
+                if block["result"] is not None:
+                    yield block["result"]["line"]
+                yield from lines_of(block["thread"] or [])
+        if row.get("result") is not None:
+            yield row["result"]["line"]
+        yield from lines_of(row.get("rows", []))
 
 
 def _weight(value: object) -> int:
@@ -271,7 +354,7 @@ def _weight(value: object) -> int:
     text = json.dumps(value, ensure_ascii=False)
     marks = text.count('"kind": ') + text.count('"type": ')
     return len(text) + 36 * text.count("<") + 4 * (text.count("&") + text.count(">") + text.count("'")) \
-        + ROW_MARKUP * marks
+        + ROW_MARKUP * marks + FIELD_MARKUP * text.count('"key": ')
 
 
 def split_threads(rows: list[dict], inline: int = THREAD_INLINE) -> list[list[dict]]:
@@ -338,14 +421,15 @@ def judge_answer(data: bytes | None, mask: Mask) -> dict | None:
 
 
 def finding_context(member: bytes | None, finding: dict, kinds: Sequence, mask: Mask) -> dict:
-    """The archive line that holds the finding's value (found by its sha256), a short window
-    around it with the value masked; `line` None when the member does not hold it."""
+    """The archive line that holds the finding's values (found by their sha256s: the first one
+    there), a short window around it with the value masked; `line` None when the member does not
+    hold it."""
     kind = next((k for k in kinds if k.name == finding["kind"]), None)
     if member is None or kind is None:
         return {"line": None, "before": "", "after": ""}
     for match in kind.regex.finditer(member):
         start, end = match.span(kind.group)
-        if value_sha256(member[start:end]) == finding["value_sha256"]:
+        if value_sha256(member[start:end]) in finding["sha256s"]:
             line_start = member.rfind(b"\n", 0, start) + 1
             line_end = len(member) if (cut := member.find(b"\n", end)) < 0 else cut
             before = member[max(line_start, start - WINDOW - MASK_MARGIN):start].decode("utf-8", "replace")

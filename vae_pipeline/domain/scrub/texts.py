@@ -116,12 +116,13 @@ def parse_user_names(setting: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Finding:
-    """A value that blocks publishing until allowed; never holds the value itself."""
+    """What blocks publishing until allowed: one file, line and kind, with the sha256 of every
+    value of that kind on the line (in the order they first appear); never a value itself."""
 
     file: str
     line: int
     kind: str
-    value_sha256: str
+    sha256s: tuple[str, ...]
     allowed: bool
 
     def as_dict(self) -> dict:
@@ -129,7 +130,7 @@ class Finding:
             "file": self.file,
             "line": self.line,
             "kind": self.kind,
-            "value_sha256": self.value_sha256,
+            "sha256s": list(self.sha256s),
             "allowed": self.allowed,
         }
 
@@ -778,14 +779,11 @@ def _spliced(raw: bytes, spans: list[tuple[int, int]], replacement: bytes, mark:
 def _findings(
     found: dict[tuple[int, str], list[bytes]], file: str, allow: frozenset[tuple[str, str, str]]
 ) -> list[Finding]:
-    """One finding per line and kind; allowed only when every value there is allowed.
-
-    It names the first value not allowed, so allowing it brings up the next one, if any.
-    """
+    """One finding per line and kind, carrying every value's sha256 (each once); allowed only
+    when every one of them is allowed, so one allow entry listing them all clears it."""
     findings = []
     for (line, kind), values in sorted(found.items()):
-        digests = [value_sha256(v) for v in values]
-        blocking = [d for d in digests if (file, kind, d) not in allow]
-        digest = blocking[0] if blocking else digests[0]
-        findings.append(Finding(file, line, kind, digest, allowed=not blocking))
+        digests = tuple(dict.fromkeys(value_sha256(v) for v in values))
+        allowed = all((file, kind, d) in allow for d in digests)
+        findings.append(Finding(file, line, kind, digests, allowed=allowed))
     return findings

@@ -50,7 +50,7 @@ def _build(instance: dg.DagsterInstance, env: dict[str, str], max_rounds: int, l
     except dg.Failure as exc:
         raise CliError(exc.description) from None
     resources["warehouse"].record_build(env["VAE_RUNS_ROOT"], env["VAE_DATASET_DIR"])
-    changes = sync_series(instance, runs_root)
+    changes = sync_series(instance, runs_root, resources["scrub_settings"])
     for skipped in changes.skipped:
         say(f"skipped folder {skipped.name}: {skipped.reason}")
     if changes.added:

@@ -29,7 +29,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
     started = time.monotonic()
     env = apply_defaults()
     run = generate(Path(args.out), Path(env["VAE_META_DIR"]), series=args.series,
-                   episodes=args.episodes, seed=args.seed, bad=not args.no_bad, contest=args.contest)
+                   episodes=args.episodes, seed=args.seed, bad=not args.no_bad, contest=args.contest,
+                   plants=args.plants)
     say(f"wrote {len(run.episodes)} episodes in {len(run.series)} series to {args.out} "
          f"({time.monotonic() - started:.1f} s)")
     return 0

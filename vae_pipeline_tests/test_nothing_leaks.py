@@ -864,15 +864,16 @@ def plant_bad_episodes(sample: SampleRun) -> tuple[dict[str, dict[str, str]], st
     key under a home path, a run folder named after a key, a series folder named after a key, a
     file of a run folder named after a key, and a run folder and a series folder named after the
     harness's user. Input strings that are no bad input, in a good run folder and in series.json:
-    files named after the host and the user, and series.json values holding keys, a home path, the
-    host and the user (the model, the harness commit, the CLI version and the benchmark version
-    reach the rows, the entrants, the check descriptions and the event log)."""
+    files named after the host and the user, brief.json's title and concept, judge.json's model,
+    and series.json values holding keys, a home path, the host and the user (the model, the harness
+    commit, the CLI version and the benchmark version reach the rows, the entrants, the check
+    descriptions and the event log)."""
     completed = next(s for s, status in sample.series.items() if status == "completed")
     good = next(p for p in sample.episodes if p.series == completed and not p.archive)
     source = {name: (sample.root / completed / good.episode_id / name).read_bytes()
               for name in ("brief.json", "result.json", "messages.jsonl")}
     values = {tag: hand_values(f"failing/{tag}") for tag in ("broken line", "member name", "folder", "series",
-                                                               "file name", "series.json")}
+                                                               "file name", "series.json", "brief.json", "judge.json")}
 
     broken = values["broken line"]
     folder = sample.root / completed / "broken-line-s9"
@@ -929,6 +930,18 @@ def plant_bad_episodes(sample: SampleRun) -> tuple[dict[str, dict[str, str]], st
     info["benchmark_version"] = f"{info['benchmark_version']} {v['openai']}"
     info["notes"] = {v["huggingface"]: f"built by {USER}@{HOST} in {v['home']} with {v['slack']}"}
     info_path.write_text(json.dumps(info, indent=2))
+
+    # the good run folder's brief columns and judge model (rows, card, verdicts table, metadata)
+    v = values["brief.json"]
+    brief = json.loads(source["brief.json"])
+    brief["title"] = f"{brief['title']} for {USER}@{HOST} {v['github_pat']}"
+    brief["concept"] = f"{brief['concept']}, see {v['home']}/notes and {v['jwt']}"
+    (work.parent / "brief.json").write_text(json.dumps(brief, indent=2))
+    judge_path = work.parent / "judge.json"
+    assert judge_path.exists(), "the good run folder should be judged: change SEED"
+    judge = json.loads(judge_path.read_text())
+    judge["judge_model"] = f"{judge['judge_model']} {USER}@{HOST} {values['judge.json']['github_gho']}"
+    judge_path.write_text(json.dumps(judge, indent=2))
     return values, completed
 
 

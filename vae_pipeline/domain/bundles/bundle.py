@@ -36,7 +36,7 @@ from typing import BinaryIO
 import zstandard
 
 from vae_pipeline.domain.episodes.episode_files import SourceMember
-from vae_pipeline.domain.episodes.series import SCRUBBED_NAME_REASON, masked_name, name_findings
+from vae_pipeline.domain.episodes.series import SCRUBBED_NAME_REASON, masked_name, scrub_names
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import CHUNK, atomic_writer, sha256_stream
 from vae_pipeline.domain.bundles.image_bytes import image_format, strip_metadata
@@ -279,19 +279,23 @@ class _Packer:
         tables). A name holding what the scrub reports (a user name as a word, an e-mail), or two
         files whose names scrub to the same one, make the episode bad input."""
         config = self.config.with_usernames(self.user_names)
-        named: dict[str, _Pending] = {}
-        for path in [*self.pending, *(entry["path"] for entry in self.excluded)]:
-            if name_findings(scrub_line(path, config), config):
+        paths = [*self.pending, *(entry["path"] for entry in self.excluded)]
+        names = [entry["name"] for entry in self.vendor_files]
+        scrubbed = scrub_names([*paths, *names], config)
+        for path, (_, reported) in zip(paths, scrubbed):
+            if reported:
                 raise BadInput(masked_name(path, config), f"the file name {SCRUBBED_NAME_REASON}")
+        shown = dict(zip(paths, (name for name, _ in scrubbed)))
+        named: dict[str, _Pending] = {}
         for path, pending in self.pending.items():
-            shown = scrub_line(path, config)
-            if shown in named:
-                raise BadInput(shown, "two files have this name once the scrub has replaced home paths, "
-                                      "host or user names in them; rename one")
-            named[shown] = pending
+            if shown[path] in named:
+                raise BadInput(shown[path], "two files have this name once the scrub has replaced home paths, "
+                                            "host or user names in them; rename one")
+            named[shown[path]] = pending
         self.pending = named
-        self.excluded = [{**entry, "path": scrub_line(entry["path"], config)} for entry in self.excluded]
-        self.vendor_files = [{**entry, "name": scrub_line(entry["name"], config)} for entry in self.vendor_files]
+        self.excluded = [{**entry, "path": shown[entry["path"]]} for entry in self.excluded]
+        self.vendor_files = [{**entry, "name": name} for entry, (name, _) in
+                             zip(self.vendor_files, scrubbed[len(paths):])]
 
     def add_images(self) -> None:
         for path, data in self.store.files.items():

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +66,21 @@ def name_findings(name: str, config: ScrubConfig = NO_NAMES) -> list[str]:
     e-mail, an IP address): a name is shown and published as it is, where no review can allow it."""
     result = scrub_text(name.encode("utf-8", errors="replace"), name, config)
     return sorted({finding.kind for finding in result.findings})
+
+
+def scrub_names(names: Sequence[str], config: ScrubConfig) -> list[tuple[str, list[str]]]:
+    """Each name scrubbed with `config`, and the kinds the scrub reports in it, in one pass of the
+    scrub over them all (a name holding a line break, or a pass that joins lines, falls back to
+    one pass each)."""
+    if names and not any("\n" in name or "\r" in name for name in names):
+        result = scrub_text("\n".join(names).encode("utf-8", errors="replace"), "", config)
+        lines = result.data.decode("utf-8", errors="replace").split("\n")
+        if len(lines) == len(names):
+            kinds: list[set[str]] = [set() for _ in names]
+            for finding in result.findings:
+                kinds[finding.line - 1].add(finding.kind)
+            return [(line, sorted(found)) for line, found in zip(lines, kinds)]
+    return [(scrub_line(name, config), name_findings(name, config)) for name in names]
 
 
 def masked_name(name: str, config: ScrubConfig = NO_NAMES) -> str:

@@ -853,15 +853,27 @@ def _tar_zst(members: list[tuple[tarfile.TarInfo, bytes | None]]) -> bytes:
     return zstandard.ZstdCompressor().compress(raw.getvalue())
 
 
+# names the harness's user name makes invalid (a whole word: `.` is no part of a user name)
+USER_EPISODE = f"{USER}.s9"
+USER_SERIES = f"{USER}.batch"
+
+
 def plant_bad_episodes(sample: SampleRun) -> tuple[dict[str, dict[str, str]], str]:
     """Bad input whose broken part holds a planted key and a home path, in the completed series:
     a messages.jsonl line cut short inside a string, an archive whose link member is named after a
-    key under a home path, a run folder named after a key, and a series folder named after a key."""
+    key under a home path, a run folder named after a key, a series folder named after a key, a
+    file of a run folder named after a key, and a run folder and a series folder named after the
+    harness's user. Input strings that are no bad input, in a good run folder and in series.json:
+    files named after the host and the user, brief.json's title and concept, judge.json's model,
+    and series.json values holding keys, a home path, the host and the user (the model, the harness
+    commit, the CLI version and the benchmark version reach the rows, the entrants, the check
+    descriptions and the event log)."""
     completed = next(s for s, status in sample.series.items() if status == "completed")
     good = next(p for p in sample.episodes if p.series == completed and not p.archive)
     source = {name: (sample.root / completed / good.episode_id / name).read_bytes()
               for name in ("brief.json", "result.json", "messages.jsonl")}
-    values = {tag: hand_values(f"failing/{tag}") for tag in ("broken line", "member name", "folder", "series")}
+    values = {tag: hand_values(f"failing/{tag}") for tag in ("broken line", "member name", "folder", "series",
+                                                               "file name", "series.json", "brief.json", "judge.json")}
 
     broken = values["broken line"]
     folder = sample.root / completed / "broken-line-s9"
@@ -888,6 +900,48 @@ def plant_bad_episodes(sample: SampleRun) -> tuple[dict[str, dict[str, str]], st
     (by_key / "brief.json").write_bytes(source["brief.json"])
 
     (sample.root / values["series"]["github_pat"]).mkdir()  # longer than a series id may be
+
+    by_file = sample.root / completed / "file-name-s9"  # a valid id; one of its files is named after a key
+    by_file.mkdir()
+    for name, data in source.items():
+        (by_file / name).write_bytes(data)
+    (by_file / "work").mkdir()
+    (by_file / "work" / f"{values['file name']['github_ghp']}.txt").write_text("notes\n")
+
+    by_user = sample.root / completed / USER_EPISODE
+    by_user.mkdir()
+    for name, data in source.items():
+        (by_user / name).write_bytes(data)
+    (sample.root / USER_SERIES).mkdir()
+    (sample.root / USER_SERIES / "series.json").write_bytes((sample.root / completed / "series.json").read_bytes())
+
+    # a good run folder keeps its files named after the host and the user, under their placeholders
+    work = sample.root / completed / good.episode_id / "work"
+    (work / f"{HOST}.log").write_text("render log\n")
+    (work / USER).mkdir()
+    (work / USER / "notes.md").write_text("# notes\n")
+
+    info_path = sample.root / completed / "series.json"
+    info = json.loads(info_path.read_text())
+    v = values["series.json"]
+    info["actor"]["model"] = f"{info['actor']['model']} {USER}@{HOST} {v['anthropic']}"
+    info["actor"]["cli"] = f"{info['actor']['cli']} {HOST}"
+    info["harness"]["commit"] = f"{info['harness']['commit']} {v['home']}/harness {v['github_ghp']}"
+    info["benchmark_version"] = f"{info['benchmark_version']} {v['openai']}"
+    info["notes"] = {v["huggingface"]: f"built by {USER}@{HOST} in {v['home']} with {v['slack']}"}
+    info_path.write_text(json.dumps(info, indent=2))
+
+    # the good run folder's brief columns and judge model (rows, card, verdicts table, metadata)
+    v = values["brief.json"]
+    brief = json.loads(source["brief.json"])
+    brief["title"] = f"{brief['title']} for {USER}@{HOST} {v['github_pat']}"
+    brief["concept"] = f"{brief['concept']}, see {v['home']}/notes and {v['jwt']}"
+    (work.parent / "brief.json").write_text(json.dumps(brief, indent=2))
+    judge_path = work.parent / "judge.json"
+    assert judge_path.exists(), "the good run folder should be judged: change SEED"
+    judge = json.loads(judge_path.read_text())
+    judge["judge_model"] = f"{judge['judge_model']} {USER}@{HOST} {values['judge.json']['github_gho']}"
+    judge_path.write_text(json.dumps(judge, indent=2))
     return values, completed
 
 
@@ -924,15 +978,19 @@ def failing_world(tmp_path_factory) -> FailingWorld:
     }
     # a folder named after a key is called by the sha256 of its name (domain/episodes/series.py)
     by_key = "redacted-" + hashlib.sha256(values["folder"]["anthropic"].encode()).hexdigest()[:12]
-    bad_ids = sorted(["broken-line-s9", "member-name-s9", by_key])
+    by_user = "redacted-" + hashlib.sha256(USER_EPISODE.encode()).hexdigest()[:12]
+    bad_ids = sorted(["broken-line-s9", "member-name-s9", by_key, "file-name-s9", by_user])
     return FailingWorld(values, bad_ids, cli, codes, [json.loads(p.read_text()) for p in summaries], statuses,
                         views)
 
 
 def failing_needles(world: FailingWorld) -> list[Needle]:
-    return [needle for tag, values in world.values.items() for kind, value in values.items()
-            if kind in (*CREDENTIALS, "home")
-            for needle in value_needles(kind, value, f"failing:{tag}", "never", None, None)]
+    needles = [needle for tag, values in world.values.items() for kind, value in values.items()
+               if kind in (*CREDENTIALS, "home")
+               for needle in value_needles(kind, value, f"failing:{tag}", "never", None, None)]
+    needles += [Needle(f.lower().encode(), "host", "raw, any case", "harness", "never", nocase=True) for f in forms(HOST)]
+    needles.append(Needle(USER.lower().encode(), "user", "raw, any case", "harness", "user", nocase=True))
+    return needles
 
 
 def test_the_failing_runs_failed_and_named_every_bad_episode(failing_world: FailingWorld) -> None:
@@ -945,7 +1003,10 @@ def test_the_failing_runs_failed_and_named_every_bad_episode(failing_world: Fail
     assert invalid["broken-line-s9"]["file"] == "messages.jsonl" and invalid["broken-line-s9"]["line"] == 2
     assert invalid["member-name-s9"]["reason"] == "archive member is a link"
     assert invalid["member-name-s9"]["file"] == "work/copy of <home>/<redacted:openai>/id_rsa"
-    assert [s["name"] for s in summary["skipped_folders"]] == ["<redacted:github>"]
+    assert invalid["file-name-s9"]["file"] == "work/<redacted:github>.txt"
+    by_user = "redacted-" + hashlib.sha256(USER_EPISODE.encode()).hexdigest()[:12]
+    assert invalid[by_user]["file"] == "<user>"  # the whole name: the scrub reports, not replaces, a word
+    assert sorted(s["name"] for s in summary["skipped_folders"]) == sorted(["<redacted:github>", "<user>"])
     publish_out = next(text for what, text in failing_world.cli if what == "vae publish: stdout")
     assert "publishing refused" in publish_out and "<redacted:anthropic>" in publish_out
 
@@ -958,6 +1019,17 @@ def test_no_planted_key_or_home_path_of_a_failing_run_is_kept_or_printed(failing
     assert {"anthropic", "openai", "github_pat", "home"} <= runs_planted
     found = [line for area, views in failing_world.views.items() for line in leaks(search(views, needles))]
     assert not found, _report(found)
+
+
+def test_files_named_after_the_host_and_user_are_archived_under_placeholders(failing_world: FailingWorld) -> None:
+    """A good run folder's files named after the harness's host and user: archived, listed in the
+    manifest and counted, under `<hostname>` and `<user>` (contract 3: every name is scrubbed)."""
+    members = {v.member for v in failing_world.views["dataset"] if v.member is not None}
+    assert {"work/<hostname>.log", "work/<user>/notes.md"} <= members
+    manifests = [json.loads(v.data) for v in failing_world.views["dataset"]
+                 if v.where.startswith("dataset/episodes/") and v.where.endswith(".json") and v.member is None]
+    listed = {f["path"] for manifest in manifests for f in manifest["files"]}
+    assert {"work/<hostname>.log", "work/<user>/notes.md"} <= listed
 
 
 def test_the_cli_scrubs_the_root_exception_of_a_failed_run() -> None:

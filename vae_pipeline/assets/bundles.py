@@ -13,6 +13,7 @@ from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.assets.scrub_settings import scrub_config, scrub_source
 from vae_pipeline.domain.bundles.bundle import build_bundle
 from vae_pipeline.domain.errors import BadInput, reading
+from vae_pipeline.domain.scrub.lines import scrub_line
 from vae_pipeline.domain.scrub.texts import ScrubConfig
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import (
@@ -46,7 +47,7 @@ def bundle_episode(runs_root: RunsRoot, warehouse: Warehouse, row: dict, config:
                                   image_cache=warehouse.root / IMAGE_CACHE_DIR)
     except BadInput as exc:  # any error: this episode is left out, the others go on
         # the row names the episode's folder or archive as the file: a member's name stays in the reason
-        out["bundle_error"] = exc.reason if exc.file == row["source"] else str(exc)
+        out["bundle_error"] = scrub_line(exc.reason if exc.file == row["source"] else str(exc), config)
         return out
     parts = {"files": bundle.files, "excluded": bundle.excluded, "vendor_files": bundle.vendor_files,
              "redacted_keys": bundle.redacted_keys, "scrub": bundle.scrub, "slimmed": bundle.slimmed}

@@ -8,6 +8,7 @@ from vae_pipeline.assets.scrub_settings import replacements_source, scrub_config
 from vae_pipeline.domain.episodes.episode import parse_episode
 from vae_pipeline.domain.errors import BadInput, reading, unforeseen
 from vae_pipeline.domain.files import files_version
+from vae_pipeline.domain.scrub.lines import scrub_line
 from vae_pipeline.domain.episodes.json_schema import SchemaValidator
 from vae_pipeline.domain.episodes.provenance import series_facts
 from vae_pipeline.domain.episodes.series import (
@@ -45,23 +46,23 @@ def parse_series(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings:
     series_dir = runs_root.series_dir(series_id)
     briefs = SchemaValidator.from_file(project_meta.required("brief.schema.json"))
     entries, _ = episode_entries(series_dir)
+    scrub = scrub_config(scrub_settings)
     try:
         with reading("series.json"):
-            info, unreadable = read_series_json(series_dir / "series.json"), None
+            info, unreadable = read_series_json(series_dir / "series.json", scrub), None
     except BadInput as exc:
         # the series' episodes are reported invalid; the other series go on
         info, unreadable = {"status": None}, exc
     rows, seen = [], set()
-    scrub = scrub_config(scrub_settings)
     provenance = series_facts(info)
     for entry in entries:
         row = parse_episode(series_id, entry, briefs, scrub=scrub, size_limit=runs_root.max_unpacked_bytes,
                             max_line_bytes=runs_root.max_line_bytes)
         if unreadable is not None:
             row.update(valid=False, error_file=unreadable.file, error_line=unreadable.line,
-                       error_reason=f"the series' {unreadable.reason}")
+                       error_reason=scrub_line(f"the series' {unreadable.reason}", scrub))
         if row["valid"] and row["id"] in seen:
-            row.update(valid=False, error_file=entry.name, error_line=None,
+            row.update(valid=False, error_file=row["source"], error_line=None,
                        error_reason="duplicate episode id (a folder and an archive of the same run?)")
         seen.add(row["id"])
         row.update(series_status=info["status"], **provenance)

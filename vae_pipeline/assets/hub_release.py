@@ -25,9 +25,10 @@ from vae_pipeline.domain.dataset.publish import (
     hub_api,
     plan_publish,
 )
+from vae_pipeline.assets.scrub_settings import scrub_config
 from vae_pipeline.domain.episodes.series import discover_series
 from vae_pipeline.storage.checks import RUNNING, check_outcomes
-from vae_pipeline.storage.resources import DatasetFolder, HubRepo, ProjectMeta, RunsRoot
+from vae_pipeline.storage.resources import DatasetFolder, HubRepo, ProjectMeta, RunsRoot, ScrubSettings
 
 
 PUBLISH_JOB = "publish"  # the job that runs the publish checks, then the release
@@ -67,10 +68,12 @@ def failing_publish_checks(instance: dg.DagsterInstance, run_id: str) -> list[st
     return reasons
 
 
-def left_out(project_meta: ProjectMeta, series_status: Iterable[tuple[str, str]], runs_root: RunsRoot) -> list[str]:
+def left_out(project_meta: ProjectMeta, series_status: Iterable[tuple[str, str]], runs_root: RunsRoot,
+             scrub_settings: ScrubSettings) -> list[str]:
     """What is not published, and why (contract: named in the plan): series not completed or
     withheld, folders of the runs root that are no series (no readable series.json), withheld
-    episodes. `series_status` holds (series, status) pairs; a runs root with an empty path is unknown."""
+    episodes. `series_status` holds (series, status) pairs; a runs root with an empty path is unknown.
+    A folder is named through the scrub with the harness's names."""
     withheld_episodes, withheld_series = read_withheld(project_meta)
     lines = []
     for series, status in sorted(set(series_status)):
@@ -79,7 +82,7 @@ def left_out(project_meta: ProjectMeta, series_status: Iterable[tuple[str, str]]
         elif series in withheld_series:
             lines.append(f"series {series}: withheld (meta/withheld.jsonl)")
     if runs_root.path and runs_root.root.is_dir():
-        lines += [f"folder {skipped.name}: {skipped.reason}" for skipped in discover_series(runs_root.root)[1]]
+        lines += [f"folder {skipped.name}: {skipped.reason}" for skipped in discover_series(runs_root.root, scrub_config(scrub_settings))[1]]
     lines += [f"episode {e}: withheld (meta/withheld.jsonl)" for e in sorted(withheld_episodes)]
     return lines
 
@@ -101,7 +104,7 @@ def refusal_text(reasons: list[str], not_published: list[str]) -> str:
           kinds={"huggingface"}, op_tags=AFTER_THE_CHECKS)
 def hub_release(context: dg.AssetExecutionContext, config: PublishConfig, hub_repo: HubRepo,
                 dataset_folder: DatasetFolder, project_meta: ProjectMeta, runs_root: RunsRoot,
-                episode_table: pl.DataFrame) -> dg.MaterializeResult:
+                scrub_settings: ScrubSettings, episode_table: pl.DataFrame) -> dg.MaterializeResult:
     """The dataset folder on the Hub: only files whose sha256 differs are sent, in one commit.
     Only from the `publish` job; swept into another run (*Materialize all*), nothing is attempted
     (recorded as mode "not attempted", like a dry run, so that run and its backfill end green)."""
@@ -110,15 +113,16 @@ def hub_release(context: dg.AssetExecutionContext, config: PublishConfig, hub_re
                "job (or `vae publish`), which runs the publish checks first")
         context.log.warning(f"hub_release: {why}")
         return dg.MaterializeResult(metadata={"mode": NOT_ATTEMPTED, "why": why})
-    return release(context, config, hub_repo, dataset_folder, project_meta, runs_root, episode_table)
+    return release(context, config, hub_repo, dataset_folder, project_meta, runs_root, scrub_settings, episode_table)
 
 
 def release(context: dg.AssetExecutionContext, config: PublishConfig, hub_repo: HubRepo, dataset_folder: DatasetFolder,
-            project_meta: ProjectMeta, runs_root: RunsRoot, episode_table: pl.DataFrame) -> dg.MaterializeResult:
+            project_meta: ProjectMeta, runs_root: RunsRoot, scrub_settings: ScrubSettings,
+            episode_table: pl.DataFrame) -> dg.MaterializeResult:
     """The release itself: refused unless every publish check passed in this run."""
     if not hub_repo.repo_id:
         raise dg.Failure(description="no dataset repository: set VAE_HUB_REPO (ORG/NAME) or use vae publish --repo")
-    not_published = left_out(project_meta, series_statuses(episode_table), runs_root)
+    not_published = left_out(project_meta, series_statuses(episode_table), runs_root, scrub_settings)
     reasons = failing_publish_checks(context.instance, context.run_id)
     if reasons:
         raise dg.Failure(description=refusal_text(reasons, not_published),

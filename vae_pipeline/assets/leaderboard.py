@@ -13,6 +13,7 @@ import polars as pl
 
 from vae_pipeline.assets.dataset import join_stages, read_withheld, withheld_source
 from vae_pipeline.assets.metadata import markdown_table
+from vae_pipeline.assets.scrub_settings import scrub_config
 from vae_pipeline.domain.dataset.dataset_files import (
     AGREEMENT_PARQUET,
     LEADERBOARD_CHART,
@@ -45,7 +46,7 @@ from vae_pipeline.domain.dataset.rows import publishable
 from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
 from vae_pipeline.domain.episodes.series import COMPARISONS_DIR, discover_series
 from vae_pipeline.storage.io_manager import parquet_bytes, series_tables
-from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, RunsRoot
+from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, RunsRoot, ScrubSettings
 from vae_pipeline.storage.versions import (
     content_version,
     frame_version,
@@ -69,9 +70,10 @@ def read_evaluation(project_meta: ProjectMeta) -> list[str] | None:
     return ranked_series(project_meta.root / EVALUATION)
 
 
-def actor_models(runs_root: RunsRoot) -> dict[str, str | None]:
-    """Each series' `actor.model` from its series.json (None when it names none)."""
-    found, _ = discover_series(runs_root.root)
+def actor_models(runs_root: RunsRoot, scrub_settings: ScrubSettings) -> dict[str, str | None]:
+    """Each series' `actor.model` from its series.json (None when it names none), scrubbed with
+    the harness's names."""
+    found, _ = discover_series(runs_root.root, scrub_config(scrub_settings))
     models = {}
     for series in found:
         actor = series.info.get("actor") or {}
@@ -79,15 +81,15 @@ def actor_models(runs_root: RunsRoot) -> dict[str, str | None]:
     return models
 
 
-def entrants_source(runs_root: RunsRoot, project_meta: ProjectMeta) -> str:
+def entrants_source(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings) -> str:
     """What `entrants` reads besides its inputs: withheld and evaluation lists, each series' model."""
     return content_version(withheld_source(project_meta), files_version([project_meta.root / EVALUATION]),
-                           sorted(actor_models(runs_root).items()))
+                           sorted(actor_models(runs_root, scrub_settings).items()))
 
 
-@dg.asset(code_version="entrants-2", group_name="leaderboard", kinds={"polars"})
+@dg.asset(code_version="entrants-3", group_name="leaderboard", kinds={"polars"})
 def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
-             episodes: dict[str, pl.DataFrame], verdicts: dict[str, pl.DataFrame],
+             scrub_settings: ScrubSettings, episodes: dict[str, pl.DataFrame], verdicts: dict[str, pl.DataFrame],
              bundles: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
     """Every published episode with its actor model, its judge's scores, and whether it is ranked
     (its series is listed in `meta/evaluation.json`, or there is none; not a harness error; of the
@@ -99,7 +101,7 @@ def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_met
     withheld_episodes, withheld_series = read_withheld(project_meta)
     table = join_stages(*(series_tables(stage) for stage in (episodes, verdicts, bundles)))
     published = publishable(table, withheld_episodes, withheld_series) if table.height else table
-    models = actor_models(runs_root)
+    models = actor_models(runs_root, scrub_settings)
     unjudged = [pl.lit(None, pl.Int64).alias(f"answer_{axis}") for axis in SCORE_AXES
                 if f"answer_{axis}" not in published.columns]  # no stored verdict has rows
     frame = pl.DataFrame(schema=ENTRANT_SCHEMA) if not published.height else rank_within_minor_version(
@@ -121,7 +123,7 @@ def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_met
         "not_ranked": markdown_table(pl.DataFrame(unranked_series(frame), schema={
             "series": pl.String, "model": pl.String, "benchmark_version": pl.String, "reason": pl.String}),
             ("series", "model", "benchmark_version", "reason")),
-        **record_metadata(context, entrants_source(runs_root, project_meta)),
+        **record_metadata(context, entrants_source(runs_root, project_meta, scrub_settings)),
     })
 
 

@@ -1,18 +1,22 @@
 """`verdicts`: the judge's stored answer of every judged episode, parsed and validated.
 
 Only the structured parts are kept (scores, defect severities, versions, the stored host
-label): the judge's free text stays in the archive, where the scrub sees it.
+label): the judge's free text stays in the archive, where the scrub sees it. The strings kept
+(model, versions, time, labels) pass through the scrub too: judge.json is input.
 """
 
 import dagster as dg
 import polars as pl
 
 from vae_pipeline.assets.metadata import markdown_table, with_run_table
+from vae_pipeline.assets.scrub_settings import scrub_config
+from vae_pipeline.domain.scrub.lines import scrub_line
+from vae_pipeline.domain.scrub.texts import ScrubConfig
 from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.verdicts.judge import parse_judge
 from vae_pipeline.domain.verdicts.rubric import AXES
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
-from vae_pipeline.storage.resources import RunsRoot
+from vae_pipeline.storage.resources import RunsRoot, ScrubSettings
 from vae_pipeline.storage.versions import series_output
 
 VERDICTS_SCHEMA = {
@@ -35,8 +39,9 @@ def answer_of(row: dict) -> dict | None:
 JUDGE = "judge.json"
 
 
-def read_verdict(runs_root: RunsRoot, row: dict) -> dict:
-    """The verdicts row of one judged episode; any error reading it makes only this row invalid."""
+def read_verdict(runs_root: RunsRoot, row: dict, config: ScrubConfig) -> dict:
+    """The verdicts row of one judged episode, its strings scrubbed with `config`; any error
+    reading it makes only this row invalid."""
     out = dict.fromkeys(VERDICTS_SCHEMA)
     out["id"] = row["id"]
     try:
@@ -44,29 +49,33 @@ def read_verdict(runs_root: RunsRoot, row: dict) -> dict:
             files = runs_root.read_files(row, lambda name: name == JUDGE, as_json=True)
             judge = parse_judge(files.data[JUDGE].decode("utf-8", errors="replace"))
             answer = judge["answer"]
-            parsed = dict(judge_valid=True, judge_model=judge["judge_model"], rubric_version=judge["rubric_version"],
-                          judged_at=judge["judged_at"], judge_verdict=answer.get("verdict"),
-                          stored_host_label=judge["stored_host_label"],
-                          defect_severities=[d["severity"] for d in answer.get("defects", [])],
+            text = {key: scrub_line(value, config) if isinstance(value, str) else value for key, value in (
+                ("judge_model", judge["judge_model"]), ("rubric_version", judge["rubric_version"]),
+                ("judged_at", judge["judged_at"]), ("judge_verdict", answer.get("verdict")),
+                ("stored_host_label", judge["stored_host_label"]))}
+            parsed = dict(judge_valid=True, **text,
+                          defect_severities=[scrub_line(d["severity"], config) if isinstance(d["severity"], str)
+                                             else d["severity"] for d in answer.get("defects", [])],
                           **{f"answer_{axis}": answer["scores"][axis] for axis in AXES})
             pl.DataFrame([{**out, **parsed}], schema=VERDICTS_SCHEMA)  # fits its columns
     except BadInput as exc:
-        out.update(judge_valid=False, judge_error_file=exc.file, judge_error_line=exc.line,
-                   judge_error_reason=exc.reason)
+        out.update(judge_valid=False, judge_error_file=scrub_line(exc.file, config), judge_error_line=exc.line,
+                   judge_error_reason=scrub_line(exc.reason, config))
         return out
     out.update(parsed)
     return out
 
 
-@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="verdicts-2",
+@dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="verdicts-3",
           group_name="series", kinds={"parquet"})
-def verdicts(context: dg.AssetExecutionContext, runs_root: RunsRoot,
+def verdicts(context: dg.AssetExecutionContext, runs_root: RunsRoot, scrub_settings: ScrubSettings,
              episodes: dict[str, pl.DataFrame]) -> dg.Output[dict[str, pl.DataFrame]]:
     """judge.json of every judged episode: the answer's scores and defects, versions, stored host label."""
     frames, metadata = {}, {}
+    config = scrub_config(scrub_settings)
     for series in context.partition_keys:
         judged = episodes[series].filter(pl.col("valid") & pl.col("judged")).to_dicts()
-        frame = pl.DataFrame([read_verdict(runs_root, row) for row in judged], schema=VERDICTS_SCHEMA)
+        frame = pl.DataFrame([read_verdict(runs_root, row, config) for row in judged], schema=VERDICTS_SCHEMA)
         bad = frame.filter(~pl.col("judge_valid"))
         for row in bad.iter_rows(named=True):
             line = f":{row['judge_error_line']}" if row["judge_error_line"] is not None else ""

@@ -35,7 +35,7 @@ from vae_pipeline.assets.meta import (
 )
 from vae_pipeline.assets.renders import renders
 from vae_pipeline.assets.review_site import review_site, review_site_source
-from vae_pipeline.assets.scrub_settings import scrub_source
+from vae_pipeline.assets.scrub_settings import scrub_config, scrub_source
 from vae_pipeline.domain.episodes.series import Skipped, discover_series
 from vae_pipeline.storage.checks import unevaluated_partitions
 from vae_pipeline.storage.partitions import SERIES, add_series
@@ -59,7 +59,7 @@ def source_versions(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settin
         dataset_meta.key: lambda _: dataset_meta_source(project_meta),
         dataset_rows.key: lambda _: withheld_source(project_meta),
         review_site.key: lambda _: review_site_source(project_meta),
-        entrants.key: lambda _: entrants_source(runs_root, project_meta),
+        entrants.key: lambda _: entrants_source(runs_root, project_meta, scrub_settings),
         pairwise_judgments.key: lambda _: comparisons_source(runs_root, human=False),
         human_votes.key: lambda _: comparisons_source(runs_root, human=True),
         leaderboard.key: lambda _: leaderboard_source(project_meta),
@@ -73,17 +73,20 @@ class SeriesSync:
     skipped: list[Skipped]
 
 
-def series_changes(instance: dg.DagsterInstance, runs_root: RunsRoot) -> SeriesSync:
-    """Series found under the runs root that are not partitions yet, and partitions whose folder is gone."""
-    found, skipped = discover_series(runs_root.root)
+def series_changes(instance: dg.DagsterInstance, runs_root: RunsRoot, scrub_settings: ScrubSettings) -> SeriesSync:
+    """Series found under the runs root that are not partitions yet, and partitions whose folder is gone.
+
+    A folder whose name the scrub would change is no series (its name would be a partition key,
+    in every run's tags): it is skipped, named through the scrub."""
+    found, skipped = discover_series(runs_root.root, scrub_config(scrub_settings))
     known = set(instance.get_dynamic_partitions(SERIES))
     ids = {series.series_id for series in found}
     return SeriesSync(sorted(ids - known), sorted(known - ids), skipped)
 
 
-def sync_series(instance: dg.DagsterInstance, runs_root: RunsRoot) -> SeriesSync:
+def sync_series(instance: dg.DagsterInstance, runs_root: RunsRoot, scrub_settings: ScrubSettings) -> SeriesSync:
     """Make the `series` partitions match the runs root."""
-    changes = series_changes(instance, runs_root)
+    changes = series_changes(instance, runs_root, scrub_settings)
     if changes.added:
         add_series(instance, changes.added)
     for series_id in changes.removed:

@@ -13,7 +13,7 @@ from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings
 def nightly_refresh(context: dg.ScheduleEvaluationContext, runs_root: RunsRoot, project_meta: ProjectMeta,
                     scrub_settings: ScrubSettings):
     """03:00 UTC: sync the series partitions with the runs root and launch the first stale stage."""
-    changes = sync_series(context.instance, runs_root)
+    changes = sync_series(context.instance, runs_root, scrub_settings)
     for skipped in changes.skipped:
         context.log.warning(f"skipped folder {skipped.name}: {skipped.reason}")
     requests = run_requests(stale(context.instance, runs_root, project_meta, scrub_settings),

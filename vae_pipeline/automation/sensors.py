@@ -30,7 +30,7 @@ def new_series_sensor(context: dg.SensorEvaluationContext, runs_root: RunsRoot,
     """Adds a partition for every new series under the runs root and requests its first runs."""
     if writer_busy(dict(os.environ)):
         return dg.SkipReason(WRITER_BUSY)
-    changes = series_changes(context.instance, runs_root)
+    changes = series_changes(context.instance, runs_root, scrub_settings)
     for skipped in changes.skipped:
         context.log.warning(f"skipped folder {skipped.name}: {skipped.reason}")
     if not changes.added:

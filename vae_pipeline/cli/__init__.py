@@ -37,6 +37,8 @@ def parser() -> argparse.ArgumentParser:
     sample.add_argument("--no-bad", action="store_true", help="plant no bad episodes (nor bad comparisons lines)")
     sample.add_argument("--contest", action="store_true",
                         help="also several actor models on shared briefs, and pairwise comparisons (leaderboard)")
+    sample.add_argument("--plants", action="store_true",
+                        help="also two episodes holding a fake credential of every kind the scanners know")
     sample.set_defaults(func=cmd_sample)
 
     build_cmd = sub.add_parser("build", help="materialize every stale or missing asset")

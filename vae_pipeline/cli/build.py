@@ -29,7 +29,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
     started = time.monotonic()
     env = apply_defaults()
     run = generate(Path(args.out), Path(env["VAE_META_DIR"]), series=args.series,
-                   episodes=args.episodes, seed=args.seed, bad=not args.no_bad, contest=args.contest)
+                   episodes=args.episodes, seed=args.seed, bad=not args.no_bad, contest=args.contest,
+                   plants=args.plants)
     say(f"wrote {len(run.episodes)} episodes in {len(run.series)} series to {args.out} "
          f"({time.monotonic() - started:.1f} s)")
     return 0
@@ -50,7 +51,7 @@ def _build(instance: dg.DagsterInstance, env: dict[str, str], max_rounds: int, l
     except dg.Failure as exc:
         raise CliError(exc.description) from None
     resources["warehouse"].record_build(env["VAE_RUNS_ROOT"], env["VAE_DATASET_DIR"])
-    changes = sync_series(instance, runs_root)
+    changes = sync_series(instance, runs_root, resources["scrub_settings"])
     for skipped in changes.skipped:
         say(f"skipped folder {skipped.name}: {skipped.reason}")
     if changes.added:

@@ -50,7 +50,7 @@ def _left_out(env: dict[str, str]) -> list[str]:
     """What the plan leaves out, from the last build's episode_table (the same lines as the plan)."""
     resources = resources_from_environ(env)
     statuses = episode_table_rows(resources["warehouse"], "SELECT DISTINCT series, series_status FROM episode_table")
-    return left_out(resources["project_meta"], statuses, resources["runs_root"])
+    return left_out(resources["project_meta"], statuses, resources["runs_root"], resources["scrub_settings"])
 
 
 def _failure_description(result: dg.ExecuteInProcessResult) -> str:

@@ -43,6 +43,7 @@ from vae_pipeline.sample.cli_logs import (
     sdk_object_log,
 )
 from vae_pipeline.sample.contest import ContestPlan, plan_contest
+from vae_pipeline.sample.credential_plants import PlantedEpisode, planted_episodes
 from vae_pipeline.sample.planted import planted_values
 from vae_pipeline.sample.request_logs import request_logs
 from vae_pipeline.sample.video import write_video
@@ -117,6 +118,8 @@ class SampleRun:
     dirty_series: list[str] = field(default_factory=list)
     unversioned_series: list[str] = field(default_factory=list)
     odd_actor_ids: list[str] = field(default_factory=list)
+    # with plants=True: the episodes holding one fake credential of every kind in six contexts
+    planted: list[PlantedEpisode] = field(default_factory=list)
 
 
 def load_briefs(meta_dir: Path) -> list[dict]:
@@ -128,7 +131,7 @@ def load_briefs(meta_dir: Path) -> list[dict]:
 
 def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, seed: int = 0,
              bad: bool = True, hd: bool = False, drifted: int = 2, contest: bool = False,
-             provenance_faults: bool | None = None) -> SampleRun:
+             provenance_faults: bool | None = None, plants: bool = False) -> SampleRun:
     """Write `series` series of `episodes` good episodes each (the last series `running`); with
     `contest`, also several actor models' series on shared briefs and their comparisons.
 
@@ -136,7 +139,9 @@ def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, s
     the one the contract gives (as a harness with a since-corrected gate would have stored).
     `provenance_faults` (default: `bad`) makes the first series dirty, its second good episode
     run another model, and the second series (when completed) unversioned; the contest series
-    stay clean, so the demo's leaderboard and checks still have series that pass."""
+    stay clean, so the demo's leaderboard and checks still have series that pass. `plants` adds
+    two episodes to the first completed series that hold one fake credential of every kind the
+    widely used scanners know, in six contexts each (`credential_plants`; `SampleRun.planted`)."""
     rng = random.Random(seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -184,7 +189,20 @@ def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, s
     if contest:
         _write_contest(run, briefs, rubric, first_sample=len(samples), first_day=21 + series, seed=seed,
                        bad=bad, hd=hd)
+    if plants:
+        _write_plants(run, briefs, seed)
     return run
+
+
+def _write_plants(run: SampleRun, briefs: list[dict], seed: int) -> None:
+    series = min(s for s, status in run.series.items() if status == "completed")
+    taken = {plan.brief["brief_id"] for plan in run.episodes if plan.series == series}
+    free = [brief for brief in briefs if brief["brief_id"] not in taken]
+    home = f"/home/{HARNESS_USER}"
+    for episode, files in planted_episodes(series, free, series.rsplit("-", 1)[1], seed,
+                                           f"{series[:10]}T09:00:00Z", home):
+        _write_files(run.root / series, episode.episode_id, files, episode.archive, None)
+        run.planted.append(episode)
 
 
 def _write_bad(run: SampleRun, series_dir: Path, kinds: tuple[str, ...], first_number: int, briefs: list[dict],
@@ -243,13 +261,17 @@ def _write_episode(series_dir: Path, plan: EpisodePlan, rng: random.Random, rubr
     files = _episode_files(plan, rng, rubric)
     if plan.bad == "bad_id":
         plan.episode_id = plan.episode_id.upper().replace("-", "_")
-    if not plan.archive:
-        folder = series_dir / plan.episode_id
+    _write_files(series_dir, plan.episode_id, files, plan.archive, plan.bad)
+
+
+def _write_files(series_dir: Path, episode_id: str, files: dict[str, bytes], archive: bool, bad: str | None) -> None:
+    if not archive:
+        folder = series_dir / episode_id
         for name, data in files.items():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_bytes(data)
         return
-    (series_dir / f"{plan.episode_id}.tar.zst").write_bytes(_archive(files, plan.bad))
+    (series_dir / f"{episode_id}.tar.zst").write_bytes(_archive(files, bad))
 
 
 def _archive(files: dict[str, bytes], bad: str | None) -> bytes:

@@ -83,7 +83,8 @@ class RunsRoot(dg.ConfigurableResource):
             folder = mirror.local / rel
             if not top_jsonl:
                 return series_fingerprint(folder)
-            return repr([(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.jsonl"))])
+            listing = repr([(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.jsonl"))])
+            return hashlib.sha256(listing.encode()).hexdigest()[:24]  # the names are input: never recorded
         entries = [entry for entry in fingerprint_entries(mirror.remote / rel)
                    if not top_jsonl or ("/" not in entry.split("\0")[0] and entry.split("\0")[0].endswith(".jsonl"))]
         return hashlib.sha256("".join(entries).encode()).hexdigest()[:24]

@@ -36,9 +36,11 @@ from typing import BinaryIO
 import zstandard
 
 from vae_pipeline.domain.episodes.episode_files import SourceMember
+from vae_pipeline.domain.episodes.series import SCRUBBED_NAME_REASON, masked_name, scrub_names
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import CHUNK, atomic_writer, sha256_stream
 from vae_pipeline.domain.bundles.image_bytes import image_format, strip_metadata
+from vae_pipeline.domain.scrub.lines import scrub_line
 from vae_pipeline.domain.scrub.texts import ScrubConfig, is_text_member, learn_user_names, scrub_text
 from vae_pipeline.domain.bundles.slim import IMAGE_DIR, ImageStore, SlimStats, slim_member
 
@@ -260,15 +262,40 @@ class _Packer:
 
     def scrub_texts(self) -> None:
         """Scrub every text member with every user name met in the episode (contract 3: the
-        names of any of its files apply to all); findings name lines of the input file."""
+        names of any of its files apply to all); findings name lines of the input file, by the
+        name it is archived under."""
         config = self.config.with_usernames(self.user_names)
         for path, (slimmed, line_map) in self.unscrubbed.items():
-            result = scrub_text(_joined(slimmed), path, config, line_map=line_map)
+            result = scrub_text(_joined(slimmed), scrub_line(path, config), config, line_map=line_map)
             self.placeholders.update(result.placeholders)
             self.redacted.update(result.redacted_by_kind)
             self.findings.extend(result.findings)
             self.pending[path] = self.spool.add(result.data)
         self.unscrubbed.clear()
+
+    def name_members(self) -> None:
+        """Every member, excluded file and vendored runtime under its name scrubbed with every user
+        name met in the episode (a name is input: it reaches the archive, the manifest and the
+        tables). A name holding what the scrub reports (a user name as a word, an e-mail), or two
+        files whose names scrub to the same one, make the episode bad input."""
+        config = self.config.with_usernames(self.user_names)
+        paths = [*self.pending, *(entry["path"] for entry in self.excluded)]
+        names = [entry["name"] for entry in self.vendor_files]
+        scrubbed = scrub_names([*paths, *names], config)
+        for path, (_, reported) in zip(paths, scrubbed):
+            if reported:
+                raise BadInput(masked_name(path, config), f"the file name {SCRUBBED_NAME_REASON}")
+        shown = dict(zip(paths, (name for name, _ in scrubbed)))
+        named: dict[str, _Pending] = {}
+        for path, pending in self.pending.items():
+            if shown[path] in named:
+                raise BadInput(shown[path], "two files have this name once the scrub has replaced home paths, "
+                                            "host or user names in them; rename one")
+            named[shown[path]] = pending
+        self.pending = named
+        self.excluded = [{**entry, "path": shown[entry["path"]]} for entry in self.excluded]
+        self.vendor_files = [{**entry, "name": name} for entry, (name, _) in
+                             zip(self.vendor_files, scrubbed[len(paths):])]
 
     def add_images(self) -> None:
         for path, data in self.store.files.items():
@@ -328,7 +355,7 @@ def build_bundle(
 
     Order: exclusions, then slimming of JSON/JSONL members, then the scrub of every text member
     with the user names learnt from all of them (findings name lines of the input files), then
-    the images, then the tar.zst. `threads` is
+    the images, then every name through the same scrub, then the tar.zst. `threads` is
     zstd's worker count (any count gives the same bytes); `image_cache` is the folder of
     slimmed images shared by every build.
     """
@@ -342,6 +369,7 @@ def build_bundle(
             packer.add(member)
         packer.scrub_texts()
         packer.add_images()
+        packer.name_members()
         headers = {path: _tar_header(path, p.size) for path, p in packer.pending.items()}
         tar_size = _tar_size(headers, packer.pending)
         _release_freed_memory()

@@ -16,6 +16,7 @@ from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.episodes.json_schema import SchemaValidator, contract_validator
 from vae_pipeline.domain.episodes.messages import MessageCounts, count_messages, refuse_unknown_form, token_columns
 from vae_pipeline.domain.episodes.provenance import ACTOR_COLUMNS, REQUEST_SHAPE, actor_facts
+from vae_pipeline.domain.scrub.lines import scrub_line
 from vae_pipeline.domain.scrub.texts import ScrubConfig, scrub_text
 from vae_pipeline.domain.episodes.series import EpisodeEntry, episode_id_reason, is_episode_id, masked_name, shown_episode_id
 from vae_pipeline.domain.episodes.strict_json import DEFAULT_MAX_LINE_BYTES, loads
@@ -68,24 +69,28 @@ def parse_episode(
     The brief's columns come from the scrubbed brief: the row is published, and the pipeline's
     own tables must not keep what the scrub removes from the archive.
     """
+    scrub = scrub or ScrubConfig()
     row: dict = dict.fromkeys(EPISODE_COLUMNS)
     row.update(id=entry.episode_id, series=series_id, source=entry.name,
                is_archive=entry.is_archive, valid=False, warnings=[])
     try:
-        if not is_episode_id(entry.episode_id):
+        if not is_episode_id(entry.episode_id, scrub):
             # the name is all there is to call it by: never shown as it is (a folder named after a key)
-            row.update(id=shown_episode_id(entry.episode_id), source=masked_name(entry.name))
-            raise BadInput(row["source"], episode_id_reason(entry.episode_id))
+            row.update(id=shown_episode_id(entry.episode_id, scrub), source=masked_name(entry.name, scrub))
+            raise BadInput(row["source"], episode_id_reason(entry.episode_id, scrub))
         with reading(row["source"]):
             # a JSON file is one JSON text: held whole, so no larger than a line may be
             files = read_episode_files(entry, lambda name: name in REQUIRED_FILES or name == REQUEST_SHAPE,
                                        size_limit=size_limit,
                                        streamed={MESSAGES: functools.partial(_count, max_line_bytes=max_line_bytes)},
                                        max_file_bytes=max_line_bytes)
-            row.update(_parse_files(entry.episode_id, files, briefs, row["warnings"], scrub or ScrubConfig()))
+            row.update(_parse_files(entry.episode_id, files, briefs, row["warnings"], scrub))
         row["valid"] = True
     except BadInput as exc:
-        row.update(error_file=exc.file, error_line=exc.line, error_reason=exc.reason)
+        # a member's name or a quoted value may hold the harness's names, which BadInput cannot know
+        row.update(error_file=masked_name(exc.file, scrub), error_line=exc.line,
+                   error_reason=scrub_line(exc.reason, scrub))
+    row["warnings"] = [scrub_line(warning, scrub) for warning in row["warnings"]]
     return row
 
 
@@ -127,7 +132,7 @@ def _parse_files(episode_id: str, files: EpisodeFiles, briefs: SchemaValidator, 
         "loop": bool(brief.get("loop", False)),
         "brief": json.dumps(brief, ensure_ascii=False),
         "result_status": result["status"],
-        "started_at": result["started_at"],
+        "started_at": scrub_line(result["started_at"], scrub),
         "date": date,
         "turns": counts.turns,
         "tool_calls": counts.tool_calls,
@@ -140,5 +145,5 @@ def _parse_files(episode_id: str, files: EpisodeFiles, briefs: SchemaValidator, 
         "looked_at_final_render": counts.looked_at_final_render,
         "delivered": "out.mp4" in sizes,
         "judged": "judge.json" in sizes,
-        **actor_facts(counts.init, shape),
+        **actor_facts(counts.init, shape, scrub),
     }

@@ -15,7 +15,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from vae_pipeline.domain.scrub.lines import scrub_line
+from vae_pipeline.domain.scrub.lines import NO_NAMES, scrub_line
+from vae_pipeline.domain.scrub.texts import ScrubConfig
 from vae_pipeline.domain.check_items import said_of
 
 REQUEST_SHAPE = "transcript/api-request-shape.json"
@@ -35,12 +36,12 @@ def _text(value: object) -> str | None:
     return scrub_line(value) if isinstance(value, str) and value.strip() else None
 
 
-def _scrubbed(values: list[str]) -> list[str]:
+def _scrubbed(values: list[str], config: ScrubConfig) -> list[str]:
     """Each value scrubbed, in one pass of the scrub (values are one-line identifiers; a value the
     scrub would merge across lines falls back to one pass each)."""
     lines = [" ".join(value.splitlines()) for value in values]
-    out = scrub_line("\n".join(lines)).split("\n") if lines else []
-    return out if len(out) == len(lines) else [scrub_line(line) for line in lines]
+    out = scrub_line("\n".join(lines), config).split("\n") if lines else []
+    return out if len(out) == len(lines) else [scrub_line(line, config) for line in lines]
 
 
 def shape_sha256(shape: object, cwd: str | None) -> str:
@@ -60,15 +61,15 @@ def shape_sha256(shape: object, cwd: str | None) -> str:
     return hashlib.sha256(canonical.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
-def actor_facts(init: dict | None, shape: object | None) -> dict:
+def actor_facts(init: dict | None, shape: object | None, config: ScrubConfig = NO_NAMES) -> dict:
     """ACTOR_COLUMNS of one episode: its init line's `model`, `claude_code_version` and tool
-    names (sorted), and the request shape's hash (None without the file)."""
+    names (sorted, scrubbed with `config`), and the request shape's hash (None without the file)."""
     init = init or {}
     tools = init.get("tools")
     names = [t for t in tools if isinstance(t, str)] if isinstance(tools, list) else []
     fields = [init.get(key) if isinstance(init.get(key), str) and init.get(key).strip() else None
               for key in ("model", "claude_code_version")]
-    model, version, *scrubbed_tools = _scrubbed([value or "" for value in fields] + names)
+    model, version, *scrubbed_tools = _scrubbed([value or "" for value in fields] + names, config)
     cwd = init.get("cwd") if isinstance(init.get("cwd"), str) and init.get("cwd") else None
     return {
         "actor_model_id": model if fields[0] else None,

@@ -74,7 +74,7 @@ def parser() -> argparse.ArgumentParser:
     pub.add_argument("--dataset", required=True, help="a folder or s3://bucket/prefix")
     pub.add_argument("--repo", required=True, help="ORG/NAME of the dataset repository")
     pub.add_argument("--runs", help="the runs root (a folder or s3://bucket/prefix), to name its folders that are no series "
-                     "(default: $VAE_RUNS_ROOT)")
+                     "(default: the one the home's last build read)")
     pub.add_argument("--yes", action="store_true", help="really publish (one commit)")
     pub.add_argument("--pr", action="store_true", help="open a pull request instead of committing to main")
     pub.set_defaults(func=cmd_publish)

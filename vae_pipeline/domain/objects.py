@@ -117,7 +117,23 @@ def put_new(path: UPath, data: bytes) -> bool:
         path.fs.pipe_file(path.path, data, mode="create")  # If-None-Match: *
     except FileExistsError:
         return False
+    except OSError as exc:
+        if refused_condition(exc):
+            return False
+        raise
     return True
+
+
+def refused_condition(exc: OSError) -> bool:
+    """Whether the bucket refused a conditional write (412 Precondition Failed), told by the status
+    and error code of the S3 answer s3fs translated (its `__cause__`), never by the message: Ceph's
+    RGW sends none, and without the `Condition` element AWS adds, s3fs cannot tell an
+    `If-None-Match` refusal from any other (`OSError: [Errno 22] None`)."""
+    response = getattr(exc.__cause__, "response", None)
+    if not isinstance(response, dict):
+        return False
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return status == 412 or response.get("Error", {}).get("Code") in ("PreconditionFailed", "412")
 
 
 def etag(path: UPath) -> str | None:
@@ -138,7 +154,7 @@ def put_if_match(path: UPath, data: bytes, expected: str | None) -> bool:
     try:
         path.fs.pipe_file(path.path, data, IfMatch=expected)
     except OSError as exc:
-        if "pre-condition" in str(exc).lower() or "precondition" in str(exc).lower():
+        if refused_condition(exc):
             return False
         raise
     return True

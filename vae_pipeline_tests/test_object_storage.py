@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import dagster as dg
@@ -25,8 +26,6 @@ from vae_pipeline_tests.conftest import META, isolate
 from vae_pipeline_tests.object_store import OVERRIDING, aws_environ, fresh_bucket
 from vae_pipeline_tests.services import postgres_database, process, redis_prefix, wait_for
 from vae_pipeline_tests.test_publish_flow import REPO, TOKEN, hub  # noqa: F401 (a fixture)
-
-pytestmark = pytest.mark.filterwarnings("ignore:Task name 'execute_plan' is already registered")
 
 BIN = Path(sys.executable).parent
 REFRESHED = re.compile(rb"Last refreshed: [^(]*\(UTC\)")
@@ -249,3 +248,52 @@ def test_publish_streams_the_dataset_on_the_bucket_to_the_hub(bucket_build, runs
     prefix = dataset.removeprefix("s3://")
     sent = {name: body for name, body in hub.files(REPO).items() if name != ".gitattributes"}
     assert sent == {name[len(prefix) + 1:]: fs.cat_file(name) for name in fs.find(prefix)}
+
+
+def test_a_bucket_that_does_not_exist_is_refused_in_one_line_naming_its_setting(s3, tmp_path, monkeypatch, capsys):
+    """Before: "The specified bucket does not exist" (home), "runs root … is not a folder" (runs
+    root), a build whose every roll-up failed (dataset folder), a local folder `s3:` (sample)."""
+    isolate(tmp_path, monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    absent = f"vae-absent-{uuid.uuid4().hex[:12]}"
+    runs = tmp_path / "runs"
+    runs.mkdir()
+
+    def refused(argv: list[str], setting: str) -> None:
+        assert main(argv) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"vae: error: {setting}"), lines
+        assert f"the bucket {absent} does not exist: create it first" in lines[0]
+
+    refused(["build", "--runs", f"s3://{absent}/runs", "--out", "dataset"], "VAE_RUNS_ROOT (--runs)")
+    refused(["build", "--runs", str(runs), "--out", f"s3://{absent}/dataset"], "VAE_DATASET_DIR")
+    refused(["publish", "--dataset", f"s3://{absent}/dataset", "--repo", "org/name"], "VAE_DATASET_DIR")
+    refused(["sample", "--out", f"s3://{absent}/runs"], "--out")
+    monkeypatch.setenv("VAE_HOME", f"s3://{absent}/home")
+    refused(["build", "--runs", str(runs), "--out", "dataset"], "VAE_HOME")
+    refused(["leaderboard"], "VAE_HOME")
+    assert not (tmp_path / "s3:").exists()
+    assert absent not in s3fs.S3FileSystem(skip_instance_cache=True).ls("", refresh=True)  # never created
+
+
+def test_sample_writes_its_runs_root_onto_a_bucket(s3, tmp_path, monkeypatch, capsys):
+    """Before: `vae sample --out s3://…` exited 0 and wrote a local folder named `s3:`."""
+    isolate(tmp_path / "env", monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    url = f"s3://{s3['bucket']}/sampled/runs"
+    plan = ["--series", "2", "--episodes", "1", "--no-bad", "--seed", "3"]
+    assert main(["sample", "--out", url, *plan]) == 0
+    assert main(["sample", "--out", "local", *plan]) == 0
+    assert f"to {url} (" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["env", "local"]  # no folder `s3:`
+    local = tmp_path / "local"
+    expected = {p.relative_to(local).as_posix(): p.read_bytes() for p in sorted(local.rglob("*")) if p.is_file()}
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    prefix = url.removeprefix("s3://")
+    assert {name[len(prefix) + 1:]: fs.cat_file(name) for name in fs.find(prefix)} == expected
+    # sampled again onto the same prefix, a series is written anew: nothing of the first stays
+    stale = f"{prefix}/{sorted(expected)[0].split('/')[0]}/stale.txt"
+    fs.pipe_file(stale, b"left over")
+    assert main(["sample", "--out", url, *plan]) == 0
+    fs.invalidate_cache()
+    assert not fs.exists(stale)

@@ -30,7 +30,7 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
 
     sample = sub.add_parser("sample", help="write a sample runs root (contract 1)")
-    sample.add_argument("--out", required=True, type=Path)
+    sample.add_argument("--out", required=True, help="a folder or s3://bucket/prefix")
     sample.add_argument("--series", type=int, default=3)
     sample.add_argument("--episodes", type=int, default=6, help="good episodes per series")
     sample.add_argument("--seed", type=int, default=0)
@@ -67,7 +67,8 @@ def parser() -> argparse.ArgumentParser:
     worker.add_argument("--runs", required=True, help="a folder or s3://bucket/prefix")
     worker.add_argument("--out", required=True, help="a folder or s3://bucket/prefix")
     worker.add_argument("--name", default=f"vae-{os.getpid()}", help="worker name (before @host)")
-    worker.add_argument("--concurrency", type=int, help="steps at once (default: the number of cores)")
+    worker.add_argument("--concurrency", type=int, help="steps at once in this worker (default: this machine's cores; the workers sharing a machine "
+                        "run at most one step per core between them)")
     worker.set_defaults(func=cmd_worker)
 
     pub = sub.add_parser("publish", help="check, then publish the dataset folder to the Hub (dry run by default)")

@@ -12,6 +12,7 @@ from vae_pipeline.cli.common import CliError, episode_table_rows, run_error, say
 from vae_pipeline.definitions import defs, resources_from_environ
 from vae_pipeline.domain.objects import absolute, location
 from vae_pipeline.engines.recovery import process_tags
+from vae_pipeline.engines.settings import check_bucket
 from vae_pipeline.storage.resources import Warehouse
 
 
@@ -20,6 +21,7 @@ def publish(dataset: str | Path, repo: str, *, runs: str | Path | None = None, y
     """Run the `publish` job (blocking checks, then hub_release); (published or planned, text).
     `dataset` (and `runs`) is a folder or an `s3://bucket/prefix`."""
     dataset_url = absolute(str(dataset))
+    check_bucket("VAE_DATASET_DIR", dataset_url)
     if not location(dataset_url).is_dir():
         raise CliError(f"dataset folder {dataset} does not exist; run `vae build` first")
     with settings(VAE_DATASET_DIR=dataset_url, VAE_HUB_REPO=repo) as env:
@@ -56,6 +58,7 @@ def _runs_root(env: dict[str, str], dataset_url: str, runs: str | Path | None) -
         raise CliError(f"the last build in VAE_HOME {home} wrote the dataset folder {last['dataset']}, not "
                        f"{dataset_url}: publish that one, or run vae build --out {dataset_url} first")
     runs_root = absolute(str(runs)) if runs else last["runs_root"]
+    check_bucket("VAE_RUNS_ROOT", runs_root)
     if not location(runs_root).is_dir():
         whose = "" if runs else f" (read by the last build in VAE_HOME {home})"
         raise CliError(f"runs root {runs_root}{whose} is not a folder: name it with --runs")

@@ -15,6 +15,7 @@ import dagster as dg
 
 from vae_pipeline.cli.allow import cmd_allow
 from vae_pipeline.cli.build import cmd_build, cmd_demo, cmd_sample
+from vae_pipeline.cli.compare import cmd_compare
 from vae_pipeline.cli.common import CliError, scrubbed
 from vae_pipeline.cli.leaderboard import cmd_leaderboard
 from vae_pipeline.cli.publish import cmd_publish
@@ -79,6 +80,11 @@ def parser() -> argparse.ArgumentParser:
     pub.add_argument("--yes", action="store_true", help="really publish (one commit)")
     pub.add_argument("--pr", action="store_true", help="open a pull request instead of committing to main")
     pub.set_defaults(func=cmd_publish)
+
+    compare = sub.add_parser("compare", help="whether two dataset folders hold the same dataset (clock readings masked)")
+    compare.add_argument("first", help="a dataset folder or s3://bucket/prefix")
+    compare.add_argument("second", help="a dataset folder or s3://bucket/prefix")
+    compare.set_defaults(func=cmd_compare)
 
     allow = sub.add_parser("allow", help="accept a reviewed scrub finding (appends it to meta/scrub-allow.jsonl)")
     allow.add_argument("episode", help="the episode id")

@@ -63,7 +63,7 @@ def _register_step_task_once() -> None:
     """Make dagster-celery's `create_task(app)` register its step task once per Celery app.
 
     Its executor calls `create_task` for every step it submits (`_submit_task`), each time with a
-    new closure under the one name `execute_plan`; Celery keeps the first and, since 5.6, warns
+    new closure under the one name `execute_plan`; Celery keeps the first and warns
     (a multi-line DuplicateTaskNameWarning) on the first build of every process. Handing back the
     task already registered is what Celery expects of a caller, and the task is the same code."""
     from dagster_celery import tasks

@@ -60,8 +60,10 @@ def _runs_root(env: dict[str, str], dataset_url: str, runs: str | Path | None) -
     runs_root = absolute(str(runs)) if runs else last["runs_root"]
     check_bucket("VAE_RUNS_ROOT", runs_root)
     if not location(runs_root).is_dir():
-        whose = "" if runs else f" (read by the last build in VAE_HOME {home})"
-        raise CliError(f"runs root {runs_root}{whose} is not a folder: name it with --runs")
+        if runs:
+            raise CliError(f"runs root {runs} (--runs) is not a folder")
+        raise CliError(f"runs root {runs_root} (read by the last build in VAE_HOME {home}) is not a folder: "
+                       "name it with --runs")
     return runs_root
 
 

@@ -117,6 +117,30 @@ def test_a_build_on_a_bucket_writes_the_bytes_of_the_build_on_disk(bucket_build,
         e.episode_id for e in sample.episodes if sample.series[e.series] == "completed")
 
 
+def test_compare_tells_the_bucket_build_is_the_disk_build_clock_readings_masked(bucket_build, local_build, tmp_path,
+                                                                              capsys):
+    """Before: no way to compare a dataset on disk with one on a bucket but the tests' own helper.
+    (Before the publish test below allows findings on the bucket's build.)"""
+    assert main(["compare", str(local_build["dataset"]), bucket_build["dataset"]]) == 0
+    assert capsys.readouterr().out.startswith(f"same dataset: {len(local_build['files'])} files")
+    copy = tmp_path / "copy"
+    shutil.copytree(local_build["dataset"], copy)
+    card = (copy / "README.md").read_text()
+    later = REFRESHED.sub(b"Last refreshed: 2031-01-01 00:00 (UTC)", card.encode()).decode()
+    assert later != card
+    (copy / "README.md").write_text(later)
+    rows = (copy / "episodes.jsonl").read_text()
+    (copy / "episodes.jsonl").write_text(re.sub(r'("rehosted_at":)"[^"]*"', r'\1"2031-01-01T00:00:00Z"', rows))
+    assert main(["compare", str(copy), bucket_build["dataset"]]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    video = sorted((copy / "videos").rglob("*.mp4"))[0]
+    video.write_bytes(video.read_bytes() + b"\0")
+    (copy / "stray.txt").write_text("dropped here")
+    assert main(["compare", str(copy), bucket_build["dataset"]]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"only in {copy}: stray.txt", f"differs: {video.relative_to(copy).as_posix()}", "2 difference(s)"]
+
+
 def test_the_state_lives_on_the_bucket_and_only_the_scratch_folder_on_disk(bucket_build, runs):
     fs = s3fs.S3FileSystem(skip_instance_cache=True)
     home = bucket_build["home"].removeprefix("s3://")
@@ -299,25 +323,3 @@ def test_sample_writes_its_runs_root_onto_a_bucket(s3, tmp_path, monkeypatch, ca
     fs.invalidate_cache()
     assert not fs.exists(stale)
 
-
-def test_compare_tells_the_bucket_build_is_the_disk_build_clock_readings_masked(bucket_build, local_build, tmp_path,
-                                                                              capsys):
-    """Before: no way to compare a dataset on disk with one on a bucket but the tests' own helper."""
-    assert main(["compare", str(local_build["dataset"]), bucket_build["dataset"]]) == 0
-    assert capsys.readouterr().out.startswith(f"same dataset: {len(local_build['files'])} files")
-    copy = tmp_path / "copy"
-    shutil.copytree(local_build["dataset"], copy)
-    card = (copy / "README.md").read_text()
-    later = REFRESHED.sub(b"Last refreshed: 2031-01-01 00:00 (UTC)", card.encode()).decode()
-    assert later != card
-    (copy / "README.md").write_text(later)
-    rows = (copy / "episodes.jsonl").read_text()
-    (copy / "episodes.jsonl").write_text(re.sub(r'("rehosted_at":)"[^"]*"', r'\1"2031-01-01T00:00:00Z"', rows))
-    assert main(["compare", str(copy), bucket_build["dataset"]]) == 0, capsys.readouterr().out
-    capsys.readouterr()
-    video = sorted((copy / "videos").rglob("*.mp4"))[0]
-    video.write_bytes(video.read_bytes() + b"\0")
-    (copy / "stray.txt").write_text("dropped here")
-    assert main(["compare", str(copy), bucket_build["dataset"]]) == 1
-    assert capsys.readouterr().out.splitlines() == [
-        f"only in {copy}: stray.txt", f"differs: {video.relative_to(copy).as_posix()}", "2 difference(s)"]

@@ -73,7 +73,6 @@ def timed_build(runs: Path, root: Path, engine: str, prefix: str) -> tuple[float
 def main() -> int:
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
-    warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--series", type=int, default=2)
     parser.add_argument("--episodes", type=int, default=4)

@@ -8,15 +8,20 @@ Registered from conftest.py, so every test can ask for its fixtures:
 - `s3_client`: a boto3 S3 client for that server, whatever the environment;
 - `make_bucket`: makes a uniquely named bucket, deleted with everything in it after the test.
 
-`aws_environ` and `fresh_bucket` are the same for module-scoped fixtures. boto3 and moto are
+`aws_environ` and `fresh_bucket` are the same for module-scoped fixtures; `refusals_without_message`
+puts a proxy in front of the server that answers every 412 as Ceph's RGW does, with an empty message. boto3 and moto are
 imported when first used: the rest of the suite loads this module too.
 """
 
 import functools
+import http.client
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -70,6 +75,56 @@ def fresh_bucket(endpoint: str, versioned: bool = False) -> Iterator[str]:
         yield name
     finally:
         delete_bucket(s3, name)
+
+
+# A 412 as Ceph's RGW words it: the code, an empty message and no `Condition` element (AWS and moto
+# add `If-None-Match` / `If-Match` there, which s3fs reads to raise FileExistsError)
+RGW_412 = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code><Message></Message>'
+           b'<RequestId>tx0000000000000000000a1-0</RequestId><HostId>rgw</HostId></Error>')
+
+
+@contextmanager
+def refusals_without_message(endpoint: str, body: bytes = RGW_412) -> Iterator[str]:
+    """The URL of a proxy on 127.0.0.1 (a free port) passing every request to `endpoint` as it is,
+    and every answer back, except that a 412's body becomes `body`."""
+    upstream = urlsplit(endpoint)
+
+    class Forward(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def forward(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
+            try:
+                conn.request(self.command, self.path, body=self.rfile.read(length) if length else None,
+                             headers=dict(self.headers.items()))
+                answer = conn.getresponse()
+                payload = body if answer.status == 412 else answer.read()
+                self.send_response(answer.status)
+                for name, value in answer.getheaders():
+                    if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+            finally:
+                conn.close()
+
+        do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = forward
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 import json
 import re
+from datetime import date
 from pathlib import Path
 
 import dagster as dg
@@ -12,7 +13,8 @@ import pytest
 from vae_pipeline.cli import main
 from vae_pipeline.cli.build import build
 from vae_pipeline.domain.dataset.rows import DATASET_COLUMNS
-from vae_pipeline_tests.conftest import copy_runs
+from vae_pipeline.sample.generator import generate
+from vae_pipeline_tests.conftest import META, copy_runs
 
 # contract 1's bad-input kinds as the generator plants them -> (file, words of the reason);
 # None: the file is the archive or folder itself
@@ -250,3 +252,18 @@ def test_checks_of_a_run_over_some_series_still_speak_for_every_series(built, sa
     for result in (drift, adds_up, analysed):
         assert result.metadata["series_checked"].value == len(sample_runs.series) - 1  # all but the outdated one
         assert result.metadata["series_in_this_run"].value == 1
+
+
+def test_sample_series_are_named_after_real_calendar_days_however_many(tmp_path):
+    """Before: from the twelfth series on, the sample named days October does not have (2026-10-32-s12,
+    2026-10-100-s80). The first series keep their day (the contract's example is 2026-10-21-s1)."""
+    run = generate(tmp_path, META, series=40, episodes=0, bad=False, contest=True)
+    assert len(run.series) == 44  # 40, then one a contest series (vidgen-alpha twice, beta, gamma)
+    expected = {"2026-10-21-s1", "2026-10-31-s11", "2026-11-01-s12", "2026-11-28-s39", "2026-11-29-r2",
+                "2026-11-30-s40", "2026-12-03-s43"}
+    assert expected <= set(run.series), sorted(run.series)
+    for series_id in run.series:
+        info = json.loads((tmp_path / series_id / "series.json").read_text())
+        day = series_id.rsplit("-", 1)[0]
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", day) and date.fromisoformat(day).isoformat() == day, series_id
+        assert info["series_id"] == series_id and info["created_at"] == f"{day}T08:00:00Z"

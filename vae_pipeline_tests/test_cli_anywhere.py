@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from vae_pipeline.domain.project import PROJECT_ROOT
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META
 from vae_pipeline_tests.services import free_port, graphql
@@ -26,6 +27,8 @@ def bare_environ(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("VAE_", "DAGSTER_")) and k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p and p != venv_bin)
+    # the code under test is the checkout these tests import (in a clone, the editable install's own)
+    env["PYTHONPATH"] = str(PROJECT_ROOT)
     return {**env, **extra}
 
 
@@ -142,3 +145,51 @@ def test_ui_as_demo_prints_it_serves_the_code_location_without_the_venv_on_path(
                 ui.wait()
         log.close()
     assert ui.returncode in (0, -signal.SIGINT, 130), ui.returncode
+
+
+def one_line_error(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+def test_publish_without_runs_names_the_left_out_folders_from_any_folder_and_a_moved_dataset(tmp_path):
+    """Before: `vae publish` without --runs ended in a KeyError traceback (VAE_RUNS_ROOT)."""
+    built, elsewhere = tmp_path / "built", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    generate(built / "runs", META, series=1, episodes=2, seed=5)  # its bad episodes: the checks refuse
+    (built / "runs" / "notes").mkdir()  # a folder that is no series: the plan and a refusal name it
+    done = vae("build", "--runs", "runs", "--out", "dataset", cwd=built)
+    assert done.returncode == 0, done.stdout + done.stderr
+    left_out = "left out:\n  folder notes: no readable series.json"
+
+    def refused_naming_the_folder(done: subprocess.CompletedProcess) -> None:
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stdout + done.stderr
+        assert done.stdout.startswith("publishing refused:") and left_out in done.stdout, done.stdout
+
+    # in the build's folder, as the README says, then from another one with the build's home
+    refused_naming_the_folder(vae("publish", "--dataset", "dataset", "--repo", "org/name", cwd=built))
+    home = str(built / ".vae")
+    refused_naming_the_folder(vae("publish", "--dataset", str(built / "dataset"), "--repo", "org/name",
+                                  cwd=elsewhere, VAE_HOME=home))
+    # another folder's own home never built: refused, naming the setting
+    error = one_line_error(vae("publish", "--dataset", str(built / "dataset"), "--repo", "org/name", cwd=elsewhere))
+    assert "VAE_HOME" in error and str(elsewhere / ".vae") in error and "holds no build" in error
+    # the dataset moved: the home's build is still the one it was built from
+    (built / "dataset").rename(tmp_path / "moved")
+    refused_naming_the_folder(vae("publish", "--dataset", str(tmp_path / "moved"), "--repo", "org/name",
+                                  cwd=elsewhere, VAE_HOME=home))
+    # ... but not while the folder the build wrote is there: the home's state is that one's
+    (built / "dataset").mkdir()
+    error = one_line_error(vae("publish", "--dataset", str(tmp_path / "moved"), "--repo", "org/name",
+                               cwd=elsewhere, VAE_HOME=home))
+    assert str(built / "dataset") in error and "vae build --out" in error
+    (built / "dataset").rmdir()
+    # the runs root moved too: refused unless --runs names it
+    (built / "runs").rename(tmp_path / "runs")
+    error = one_line_error(vae("publish", "--dataset", str(tmp_path / "moved"), "--repo", "org/name",
+                               cwd=elsewhere, VAE_HOME=home))
+    assert str(built / "runs") in error and "--runs" in error
+    refused_naming_the_folder(vae("publish", "--dataset", str(tmp_path / "moved"), "--repo", "org/name",
+                                  "--runs", str(tmp_path / "runs"), cwd=elsewhere, VAE_HOME=home))

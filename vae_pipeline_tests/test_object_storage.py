@@ -7,10 +7,12 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import dagster as dg
@@ -25,8 +27,6 @@ from vae_pipeline_tests.conftest import META, isolate
 from vae_pipeline_tests.object_store import OVERRIDING, aws_environ, fresh_bucket
 from vae_pipeline_tests.services import postgres_database, process, redis_prefix, wait_for
 from vae_pipeline_tests.test_publish_flow import REPO, TOKEN, hub  # noqa: F401 (a fixture)
-
-pytestmark = pytest.mark.filterwarnings("ignore:Task name 'execute_plan' is already registered")
 
 BIN = Path(sys.executable).parent
 REFRESHED = re.compile(rb"Last refreshed: [^(]*\(UTC\)")
@@ -115,6 +115,30 @@ def test_a_build_on_a_bucket_writes_the_bytes_of_the_build_on_disk(bucket_build,
     sample = runs["sample"]
     assert sorted(row["id"] for row in rows) == sorted(
         e.episode_id for e in sample.episodes if sample.series[e.series] == "completed")
+
+
+def test_compare_tells_the_bucket_build_is_the_disk_build_clock_readings_masked(bucket_build, local_build, tmp_path,
+                                                                              capsys):
+    """Before: no way to compare a dataset on disk with one on a bucket but the tests' own helper.
+    (Before the publish test below allows findings on the bucket's build.)"""
+    assert main(["compare", str(local_build["dataset"]), bucket_build["dataset"]]) == 0
+    assert capsys.readouterr().out.startswith(f"same dataset: {len(local_build['files'])} files")
+    copy = tmp_path / "copy"
+    shutil.copytree(local_build["dataset"], copy)
+    card = (copy / "README.md").read_text()
+    later = REFRESHED.sub(b"Last refreshed: 2031-01-01 00:00 (UTC)", card.encode()).decode()
+    assert later != card
+    (copy / "README.md").write_text(later)
+    rows = (copy / "episodes.jsonl").read_text()
+    (copy / "episodes.jsonl").write_text(re.sub(r'("rehosted_at":)"[^"]*"', r'\1"2031-01-01T00:00:00Z"', rows))
+    assert main(["compare", str(copy), bucket_build["dataset"]]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    video = sorted((copy / "videos").rglob("*.mp4"))[0]
+    video.write_bytes(video.read_bytes() + b"\0")
+    (copy / "stray.txt").write_text("dropped here")
+    assert main(["compare", str(copy), bucket_build["dataset"]]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"only in {copy}: stray.txt", f"differs: {video.relative_to(copy).as_posix()}", "2 difference(s)"]
 
 
 def test_the_state_lives_on_the_bucket_and_only_the_scratch_folder_on_disk(bucket_build, runs):
@@ -249,3 +273,53 @@ def test_publish_streams_the_dataset_on_the_bucket_to_the_hub(bucket_build, runs
     prefix = dataset.removeprefix("s3://")
     sent = {name: body for name, body in hub.files(REPO).items() if name != ".gitattributes"}
     assert sent == {name[len(prefix) + 1:]: fs.cat_file(name) for name in fs.find(prefix)}
+
+
+def test_a_bucket_that_does_not_exist_is_refused_in_one_line_naming_its_setting(s3, tmp_path, monkeypatch, capsys):
+    """Before: "The specified bucket does not exist" (home), "runs root … is not a folder" (runs
+    root), a build whose every roll-up failed (dataset folder), a local folder `s3:` (sample)."""
+    isolate(tmp_path, monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    absent = f"vae-absent-{uuid.uuid4().hex[:12]}"
+    runs = tmp_path / "runs"
+    runs.mkdir()
+
+    def refused(argv: list[str], setting: str) -> None:
+        assert main(argv) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"vae: error: {setting}"), lines
+        assert f"the bucket {absent} does not exist: create it first" in lines[0]
+
+    refused(["build", "--runs", f"s3://{absent}/runs", "--out", "dataset"], "VAE_RUNS_ROOT (--runs)")
+    refused(["build", "--runs", str(runs), "--out", f"s3://{absent}/dataset"], "VAE_DATASET_DIR")
+    refused(["publish", "--dataset", f"s3://{absent}/dataset", "--repo", "org/name"], "VAE_DATASET_DIR")
+    refused(["sample", "--out", f"s3://{absent}/runs"], "--out")
+    monkeypatch.setenv("VAE_HOME", f"s3://{absent}/home")
+    refused(["build", "--runs", str(runs), "--out", "dataset"], "VAE_HOME")
+    refused(["leaderboard"], "VAE_HOME")
+    assert not (tmp_path / "s3:").exists()
+    assert absent not in s3fs.S3FileSystem(skip_instance_cache=True).ls("", refresh=True)  # never created
+
+
+def test_sample_writes_its_runs_root_onto_a_bucket(s3, tmp_path, monkeypatch, capsys):
+    """Before: `vae sample --out s3://…` exited 0 and wrote a local folder named `s3:`."""
+    isolate(tmp_path / "env", monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    url = f"s3://{s3['bucket']}/sampled/runs"
+    plan = ["--series", "2", "--episodes", "1", "--no-bad", "--seed", "3"]
+    assert main(["sample", "--out", url, *plan]) == 0
+    assert main(["sample", "--out", "local", *plan]) == 0
+    assert f"to {url} (" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["env", "local"]  # no folder `s3:`
+    local = tmp_path / "local"
+    expected = {p.relative_to(local).as_posix(): p.read_bytes() for p in sorted(local.rglob("*")) if p.is_file()}
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    prefix = url.removeprefix("s3://")
+    assert {name[len(prefix) + 1:]: fs.cat_file(name) for name in fs.find(prefix)} == expected
+    # sampled again onto the same prefix, a series is written anew: nothing of the first stays
+    stale = f"{prefix}/{sorted(expected)[0].split('/')[0]}/stale.txt"
+    fs.pipe_file(stale, b"left over")
+    assert main(["sample", "--out", url, *plan]) == 0
+    fs.invalidate_cache()
+    assert not fs.exists(stale)
+

@@ -8,7 +8,8 @@ import botocore.exceptions
 import pytest
 import s3fs
 
-from vae_pipeline_tests.object_store import fresh_bucket
+from vae_pipeline.domain.objects import location, put_if_match, put_new
+from vae_pipeline_tests.object_store import fresh_bucket, refusals_without_message
 
 MiB = 2**20
 
@@ -140,3 +141,30 @@ def test_a_bucket_is_deleted_with_its_versions_markers_and_pending_uploads(s3_en
         assert (len(listed["Versions"]), len(listed["DeleteMarkers"])) == (2, 1)
         assert name in [b["Name"] for b in s3_client.list_buckets()["Buckets"]]
     assert name not in [b["Name"] for b in s3_client.list_buckets()["Buckets"]]
+
+
+def test_a_412_with_no_message_is_a_refused_conditional_write(s3_endpoint, s3_environ, bucket, s3_client, monkeypatch):
+    """Before: Ceph's RGW refuses with an empty message, s3fs raised `OSError: [Errno 22] None`, and
+    the project took it for a failure instead of the refusal it is (it looked for "precondition")."""
+    with refusals_without_message(s3_endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy)
+        fs = s3fs.S3FileSystem(skip_instance_cache=True)
+        with pytest.raises(OSError) as raw:  # what s3fs makes of it: no FileExistsError, no message
+            fs.pipe_file(f"{bucket}/raw", b"1", mode="create")
+            fs.pipe_file(f"{bucket}/raw", b"2", mode="create")
+        assert type(raw.value) is OSError and str(raw.value) == "[Errno 22] None"
+        assert refused(raw) == (412, "PreconditionFailed")
+
+        s3fs.S3FileSystem.clear_instance_cache()  # the project's paths: a file system for the proxy
+        try:
+            path = location(f"s3://{bucket}/pointer")
+            assert put_new(path, b"first") is True
+            assert path.fs.s3.meta.endpoint_url == proxy
+            assert put_new(path, b"second") is False
+            stale = s3_client.head_object(Bucket=bucket, Key="pointer")["ETag"]
+            assert put_if_match(path, b"third", stale) is True
+            assert put_if_match(path, b"fourth", stale) is False  # the ETag read before is no longer its
+            assert put_if_match(path, b"fifth", None) is False  # absent expected, but it is there
+        finally:
+            s3fs.S3FileSystem.clear_instance_cache()  # none of the later tests reach the closed proxy
+    assert s3_client.get_object(Bucket=bucket, Key="pointer")["Body"].read() == b"third"

@@ -2,11 +2,14 @@
 and the daemon use at once, and a build whose steps run in a `vae worker` on Celery (Redis)."""
 
 import contextlib
+import inspect
 import io
 import json
+import multiprocessing
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import dagster as dg
@@ -14,6 +17,8 @@ import pytest
 
 from vae_pipeline.cli.build import build
 from vae_pipeline.domain.project import PROJECT_ROOT
+from vae_pipeline.engines.executor import celery_executor_from_env
+from vae_pipeline.engines.pools import MachineSlots
 from vae_pipeline.engines.settings import apply_defaults
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META, isolate
@@ -29,8 +34,8 @@ from vae_pipeline_tests.services import (
     wait_for,
 )
 
-# dagster-celery registers its step task again for every step it submits; celery warns each time
-pytestmark = pytest.mark.filterwarnings("ignore:Task name 'execute_plan' is already registered")
+# a Celery build warns of nothing: its step task is registered once
+pytestmark = pytest.mark.filterwarnings("error::celery.exceptions.DuplicateTaskNameWarning")
 
 BIN = Path(sys.executable).parent
 PARTITIONED = {"episodes", "renders", "verdicts", "labels", "bundles"}  # README's asset table
@@ -154,3 +159,55 @@ def test_celery_build_runs_every_step_in_the_worker_and_writes_the_same_bytes(po
 
 def _materializations(instance: dg.DagsterInstance, run_id: str) -> list[dg.AssetMaterialization]:
     return [e.asset_materialization for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)]
+
+
+def test_the_executor_submits_every_step_without_registering_its_task_again():
+    """Before: dagster-celery's `_submit_task` calls `create_task(app)` for every step, and from the
+    second one Celery printed a multi-line DuplicateTaskNameWarning on every first build."""
+    from dagster_celery import executor as upstream
+    from dagster_celery import tasks
+    from dagster_celery.make_app import make_app
+
+    assert "create_task(app)" in inspect.getsource(upstream._submit_task)  # what each step submission calls
+    app = make_app(celery_executor_from_env().app_args())  # as the execution loop makes it, once a run
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # each submission: the step task, then its signature (which registers a task still pending)
+        signatures = [tasks.create_task(app).si(execute_step_args_packed={}, executable_dict={}) for _ in range(3)]
+    assert [signature.task for signature in signatures] == ["execute_plan"] * 3
+    assert tasks.create_task(app) is app.tasks["execute_plan"]
+
+
+def _hold_a_slot(folder: str, log: str, die: bool) -> None:
+    slots = MachineSlots(2, Path(folder))
+    slots.acquire(poll_s=0.01)
+    with open(log, "a") as out:
+        out.write(f"start {time.monotonic()}\n")
+    if die:
+        os._exit(0)  # killed holding its slot: the kernel frees it
+    time.sleep(0.4)
+    with open(log, "a") as out:
+        out.write(f"end {time.monotonic()}\n")
+    slots.release()
+
+
+def test_workers_sharing_a_two_core_machine_run_at_most_two_steps_at_once(tmp_path):
+    """Before: two `vae worker`s on a 2-core machine each took one step per core, four at once.
+    Every pool process of every worker takes one of the machine's slots (one per core) for a step."""
+    folder, log = tmp_path / "slots", tmp_path / "log"
+    context = multiprocessing.get_context("fork")
+    dead = context.Process(target=_hold_a_slot, args=(str(folder), str(log), True))
+    dead.start()
+    dead.join(60)
+    holders = [context.Process(target=_hold_a_slot, args=(str(folder), str(log), False)) for _ in range(5)]
+    for holder in holders:
+        holder.start()
+    for holder in holders:
+        holder.join(120)
+    assert [holder.exitcode for holder in holders] == [0] * 5
+    events = sorted((float(at), kind) for kind, at in (line.split() for line in log.read_text().splitlines()))
+    running, most = 0, 0
+    for _, kind in events[1:]:  # after the one that died holding a slot
+        running += 1 if kind == "start" else -1
+        most = max(most, running)
+    assert [kind for _, kind in events].count("start") == 6 and most == 2

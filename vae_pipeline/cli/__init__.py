@@ -15,6 +15,7 @@ import dagster as dg
 
 from vae_pipeline.cli.allow import cmd_allow
 from vae_pipeline.cli.build import cmd_build, cmd_demo, cmd_sample
+from vae_pipeline.cli.compare import cmd_compare
 from vae_pipeline.cli.common import CliError, scrubbed
 from vae_pipeline.cli.leaderboard import cmd_leaderboard
 from vae_pipeline.cli.publish import cmd_publish
@@ -30,7 +31,7 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
 
     sample = sub.add_parser("sample", help="write a sample runs root (contract 1)")
-    sample.add_argument("--out", required=True, type=Path)
+    sample.add_argument("--out", required=True, help="a folder or s3://bucket/prefix")
     sample.add_argument("--series", type=int, default=3)
     sample.add_argument("--episodes", type=int, default=6, help="good episodes per series")
     sample.add_argument("--seed", type=int, default=0)
@@ -69,17 +70,23 @@ def parser() -> argparse.ArgumentParser:
     worker.add_argument("--runs", required=True, help="a folder or s3://bucket/prefix")
     worker.add_argument("--out", required=True, help="a folder or s3://bucket/prefix")
     worker.add_argument("--name", default=f"vae-{os.getpid()}", help="worker name (before @host)")
-    worker.add_argument("--concurrency", type=int, help="steps at once (default: the number of cores)")
+    worker.add_argument("--concurrency", type=int, help="steps at once in this worker (default: this machine's cores; the workers sharing a machine "
+                        "run at most one step per core between them)")
     worker.set_defaults(func=cmd_worker)
 
     pub = sub.add_parser("publish", help="check, then publish the dataset folder to the Hub (dry run by default)")
     pub.add_argument("--dataset", required=True, help="a folder or s3://bucket/prefix")
     pub.add_argument("--repo", required=True, help="ORG/NAME of the dataset repository")
     pub.add_argument("--runs", help="the runs root (a folder or s3://bucket/prefix), to name its folders that are no series "
-                     "(default: $VAE_RUNS_ROOT)")
+                     "(default: the one the home's last build read)")
     pub.add_argument("--yes", action="store_true", help="really publish (one commit)")
     pub.add_argument("--pr", action="store_true", help="open a pull request instead of committing to main")
     pub.set_defaults(func=cmd_publish)
+
+    compare = sub.add_parser("compare", help="whether two dataset folders hold the same dataset (clock readings masked)")
+    compare.add_argument("first", help="a dataset folder or s3://bucket/prefix")
+    compare.add_argument("second", help="a dataset folder or s3://bucket/prefix")
+    compare.set_defaults(func=cmd_compare)
 
     allow = sub.add_parser("allow", help="accept a reviewed scrub finding (appends it to meta/scrub-allow.jsonl)")
     allow.add_argument("episode", help="the episode id")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -12,26 +13,40 @@ from pathlib import Path
 import dagster as dg
 
 from vae_pipeline.assets.meta import check_meta_folder
-from vae_pipeline.domain.objects import absolute
+from vae_pipeline.domain.objects import absolute, is_local, location, put_tree, scratch_root
 from vae_pipeline.automation.planner import next_runs, stale, sync_series
 from vae_pipeline.cli.common import CliError, episode_table_rows, paths_of, run_error, say, settings, writing
 from vae_pipeline.cli.launch import run_job
 from vae_pipeline.cli.review import review_index
 from vae_pipeline.definitions import defs, resources_from_environ
-from vae_pipeline.engines.settings import apply_defaults
-from vae_pipeline.sample.generator import generate
+from vae_pipeline.engines.settings import apply_defaults, check_bucket
+from vae_pipeline.sample.generator import SampleRun, generate
 from vae_pipeline.storage.checks import check_outcomes
 from vae_pipeline.storage.partitions import SERIES
 from vae_pipeline.storage.versions import CHECKS_NOT_EVALUATED
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
+    """Sample runs into a folder, or onto a bucket prefix (made in this machine's scratch folder,
+    then uploaded: what a harness's runs root on a bucket holds)."""
     started = time.monotonic()
     env = apply_defaults()
-    run = generate(Path(args.out), Path(env["VAE_META_DIR"]), series=args.series,
-                   episodes=args.episodes, seed=args.seed, bad=not args.no_bad, contest=args.contest,
-                   plants=args.plants)
-    say(f"wrote {len(run.episodes)} episodes in {len(run.series)} series to {args.out} "
+    out = str(args.out)
+
+    def sample(folder: Path) -> SampleRun:
+        return generate(folder, Path(env["VAE_META_DIR"]), series=args.series, episodes=args.episodes,
+                        seed=args.seed, bad=not args.no_bad, contest=args.contest, plants=args.plants)
+
+    if is_local(location(out)):
+        run = sample(Path(out))
+    else:
+        check_bucket("--out", out)
+        scratch = scratch_root(env["VAE_SCRATCH"], out)
+        scratch.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=scratch, prefix="sample-") as folder:
+            run = sample(Path(folder))
+            put_tree(Path(folder), location(out))
+    say(f"wrote {len(run.episodes)} episodes in {len(run.series)} series to {out} "
          f"({time.monotonic() - started:.1f} s)")
     return 0
 

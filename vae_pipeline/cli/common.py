@@ -16,7 +16,7 @@ from vae_pipeline.domain.scrub.lines import scrub_line
 from vae_pipeline.domain.scrub.texts import ScrubConfig, parse_user_names
 from vae_pipeline.engines.instance import open_instance, postgres_url, writer_lock
 from vae_pipeline.engines.recovery import reconcile
-from vae_pipeline.engines.settings import apply_defaults
+from vae_pipeline.engines.settings import apply_defaults, check_bucket
 
 
 class CliError(Exception):
@@ -50,8 +50,11 @@ def settings(**values: str | None) -> Iterator[dict[str, str]]:
 def paths_of(runs: str | Path, out: str | Path) -> dict[str, str]:
     """The runs root and dataset folder settings (folders or `s3://bucket/prefix`), checked."""
     runs_at, out_at = location(absolute(str(runs))), location(absolute(str(out)))
+    check_bucket("VAE_RUNS_ROOT", str(runs_at))
+    check_bucket("VAE_DATASET_DIR", str(out_at))
     if not runs_at.is_dir():
-        raise CliError(f"runs root {runs} is not a folder")
+        raise CliError(f"runs root {runs} (VAE_RUNS_ROOT, --runs) is not a folder"
+                       + (" (no object under that prefix)" if not is_local(runs_at) else ""))
     if is_local(out_at):
         out_at.mkdir(parents=True, exist_ok=True)
     return {"VAE_RUNS_ROOT": str(runs_at), "VAE_DATASET_DIR": str(out_at)}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -13,6 +12,8 @@ from vae_pipeline.cli.common import CliError, episode_table_rows, run_error, say
 from vae_pipeline.definitions import defs, resources_from_environ
 from vae_pipeline.domain.objects import absolute, location
 from vae_pipeline.engines.recovery import process_tags
+from vae_pipeline.engines.settings import check_bucket
+from vae_pipeline.storage.resources import Warehouse
 
 
 def publish(dataset: str | Path, repo: str, *, runs: str | Path | None = None, yes: bool = False, pr: bool = False,
@@ -20,13 +21,11 @@ def publish(dataset: str | Path, repo: str, *, runs: str | Path | None = None, y
     """Run the `publish` job (blocking checks, then hub_release); (published or planned, text).
     `dataset` (and `runs`) is a folder or an `s3://bucket/prefix`."""
     dataset_url = absolute(str(dataset))
+    check_bucket("VAE_DATASET_DIR", dataset_url)
     if not location(dataset_url).is_dir():
         raise CliError(f"dataset folder {dataset} does not exist; run `vae build` first")
-    # the runs root is only read to name its folders that are no series: --runs, else the one
-    # the dataset was built from (recorded by `vae build` / `vae ui`), else $VAE_RUNS_ROOT
     with settings(VAE_DATASET_DIR=dataset_url, VAE_HUB_REPO=repo) as env:
-        built_from = resources_from_environ(env)["warehouse"].runs_root_of(dataset_url)
-    runs_root = absolute(str(runs)) if runs else built_from or os.environ.get("VAE_RUNS_ROOT", "")
+        runs_root = _runs_root(env, dataset_url, runs)
     with settings(VAE_DATASET_DIR=dataset_url, VAE_HUB_REPO=repo, VAE_RUNS_ROOT=runs_root) as env, \
             writing(env) as instance:
         result = defs.resolve_job_def("publish").execute_in_process(
@@ -44,6 +43,28 @@ def publish(dataset: str | Path, repo: str, *, runs: str | Path | None = None, y
         if failed:
             return False, refusal_text(failed, _left_out(env))
     return False, _failure_description(result)
+
+
+def _runs_root(env: dict[str, str], dataset_url: str, runs: str | Path | None) -> str:
+    """The runs root whose folders that are no series the plan names: `--runs`, else the one the
+    home's last build read (`built_from.json`). Publishing reads that build's state, so a home that
+    never built, or whose last build wrote another dataset that is still there, is refused."""
+    home = env["VAE_HOME"]
+    last = Warehouse(path=home, scratch_path=env["VAE_SCRATCH"]).last_build()
+    if last is None:
+        raise CliError(f"VAE_HOME {home} holds no build: run vae publish in the folder vae build ran in, "
+                       "or set VAE_HOME to that build's home")
+    if last["dataset"] != dataset_url and location(last["dataset"]).is_dir():
+        raise CliError(f"the last build in VAE_HOME {home} wrote the dataset folder {last['dataset']}, not "
+                       f"{dataset_url}: publish that one, or run vae build --out {dataset_url} first")
+    runs_root = absolute(str(runs)) if runs else last["runs_root"]
+    check_bucket("VAE_RUNS_ROOT", runs_root)
+    if not location(runs_root).is_dir():
+        if runs:
+            raise CliError(f"runs root {runs} (--runs) is not a folder")
+        raise CliError(f"runs root {runs_root} (read by the last build in VAE_HOME {home}) is not a folder: "
+                       "name it with --runs")
+    return runs_root
 
 
 def _left_out(env: dict[str, str]) -> list[str]:

@@ -7,6 +7,7 @@ import os
 import sys
 
 from vae_pipeline.cli.common import paths_of, recovered_instance, say
+from vae_pipeline.engines.pools import machine_cores
 from vae_pipeline.engines.settings import apply_defaults
 
 
@@ -17,9 +18,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     recovered_instance(apply_defaults()).dispose()
     command = [sys.executable, "-m", "celery", "-A", "vae_pipeline.cli.celery_app", "worker",
                "--prefetch-multiplier=1", "--loglevel", "DEBUG" if args.debug else "INFO", "-Q", "dagster",
-               "-n", f"{args.name}@%h"]
-    if args.concurrency:
-        command += ["--concurrency", str(args.concurrency)]
+               "-n", f"{args.name}@%h", "--concurrency", str(args.concurrency or machine_cores())]
     say(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} {' '.join(command[1:])}")
     os.execv(command[0], command)
     return 0

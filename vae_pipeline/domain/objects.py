@@ -59,6 +59,20 @@ def machine_folder(home: str, scratch: str = "") -> Path:
     return Path(home) if "://" not in home else scratch_root(scratch, home)
 
 
+def missing_bucket(url: str) -> str | None:
+    """The bucket's name when `url` is an `s3://bucket/prefix` whose bucket does not exist (one
+    HEAD request); None for a folder or an existing bucket."""
+    if "://" not in url or is_local(location(url)):
+        return None
+    path = location(url)
+    bucket = path.fs.split_path(path.path)[0]
+    try:
+        path.fs.call_s3("head_bucket", Bucket=bucket)
+    except FileNotFoundError:
+        return bucket
+    return None
+
+
 def is_local(path: UPath) -> bool:
     return location(path).protocol in LOCAL_PROTOCOLS
 
@@ -117,7 +131,23 @@ def put_new(path: UPath, data: bytes) -> bool:
         path.fs.pipe_file(path.path, data, mode="create")  # If-None-Match: *
     except FileExistsError:
         return False
+    except OSError as exc:
+        if refused_condition(exc):
+            return False
+        raise
     return True
+
+
+def refused_condition(exc: OSError) -> bool:
+    """Whether the bucket refused a conditional write (412 Precondition Failed), told by the status
+    and error code of the S3 answer s3fs translated (its `__cause__`), never by the message: Ceph's
+    RGW sends none, and without the `Condition` element AWS adds, s3fs cannot tell an
+    `If-None-Match` refusal from any other (`OSError: [Errno 22] None`)."""
+    response = getattr(exc.__cause__, "response", None)
+    if not isinstance(response, dict):
+        return False
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return status == 412 or response.get("Error", {}).get("Code") in ("PreconditionFailed", "412")
 
 
 def etag(path: UPath) -> str | None:
@@ -138,7 +168,7 @@ def put_if_match(path: UPath, data: bytes, expected: str | None) -> bool:
     try:
         path.fs.pipe_file(path.path, data, IfMatch=expected)
     except OSError as exc:
-        if "pre-condition" in str(exc).lower() or "precondition" in str(exc).lower():
+        if refused_condition(exc):
             return False
         raise
     return True
@@ -232,6 +262,23 @@ def files_under(folder: UPath) -> Iterator[tuple[str, UPath]]:
     folder = location(folder)
     for name in sorted(listing(folder)):
         yield name, folder / name
+
+
+def put_tree(source: Path, folder: UPath) -> int:
+    """Every file under the local folder `source` at the same name under `folder` (a bucket
+    prefix), each of `source`'s top-level entries emptied there first, as a folder written anew
+    replaces what it held; the number of files put."""
+    folder = location(folder)
+    count = 0
+    for entry in sorted(source.iterdir()):
+        target = refreshed(folder / entry.name)
+        if target.fs.exists(target.path):
+            target.fs.rm(target.path, recursive=True)
+        files = sorted(p for p in entry.rglob("*") if p.is_file()) if entry.is_dir() else [entry]
+        for file in files:
+            put_file(folder / file.relative_to(source).as_posix(), file)
+            count += 1
+    return count
 
 
 def remove(path: UPath) -> None:

@@ -47,6 +47,7 @@ def celery_executor_from_env(retries: RetryMode = RetryMode.DISABLED,
     from dagster_celery.config import DEFAULT_CONFIG
     from dagster_celery.executor import CeleryExecutor
 
+    _register_step_task_once()
     env = os.environ if environ is None else environ
     broker = env.get("VAE_CELERY_BROKER") or DEFAULT_BROKER
     prefix = env.get("VAE_CELERY_PREFIX", "")
@@ -56,6 +57,28 @@ def celery_executor_from_env(retries: RetryMode = RetryMode.DISABLED,
         config_source["result_backend_transport_options"] = {"global_keyprefix": prefix}
     return CeleryExecutor(retries=retries, broker=broker, backend=env.get("VAE_CELERY_BACKEND") or broker,
                           config_source=config_source)
+
+
+def _register_step_task_once() -> None:
+    """Make dagster-celery's `create_task(app)` register its step task once per Celery app.
+
+    Its executor calls `create_task` for every step it submits (`_submit_task`), each time with a
+    new closure under the one name `execute_plan`; Celery keeps the first and warns
+    (a multi-line DuplicateTaskNameWarning) on the first build of every process. Handing back the
+    task already registered is what Celery expects of a caller, and the task is the same code."""
+    from dagster_celery import tasks
+    from dagster_celery.config import TASK_EXECUTE_PLAN_NAME
+
+    create = tasks.create_task
+    if getattr(create, "registers_once", False):
+        return
+
+    def create_task(celery_app, **task_kwargs):
+        registered = celery_app.tasks.get(TASK_EXECUTE_PLAN_NAME)
+        return registered if registered is not None else create(celery_app, **task_kwargs)
+
+    create_task.registers_once = True
+    tasks.create_task = create_task
 
 
 def _requirements(config: Mapping[str, object]) -> list[dg.ExecutorRequirement]:

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from vae_pipeline.domain.files import write_if_changed
-from vae_pipeline.domain.objects import absolute, machine_folder
+from vae_pipeline.domain.objects import absolute, machine_folder, missing_bucket
 from vae_pipeline.domain.project import PROJECT_META, PROJECT_ROOT
 
 # Settings that name a folder: a relative value is resolved against the current folder.
@@ -32,6 +32,20 @@ DEFAULTS = {
     "VAE_LEADERBOARD_SEED": "0",  # seed of the leaderboard's bootstrap
     "VAE_HUB_ENDPOINT": "",  # the Hub's address; empty: the client's default (huggingface.co or HF_ENDPOINT)
 }
+
+
+# Settings that may name a bucket, with the option of the `vae` commands that sets each
+BUCKET_SETTINGS = {"VAE_HOME": None, "VAE_RUNS_ROOT": "--runs", "VAE_DATASET_DIR": "--out / --dataset"}
+
+
+def check_bucket(name: str, url: str) -> None:
+    """A setting (or option) naming a bucket that does not exist is refused in one line naming it
+    (the pipeline never creates a bucket: docs/deployment.md says how)."""
+    bucket = missing_bucket(url)
+    if bucket is not None:
+        option = f" ({BUCKET_SETTINGS[name]})" if BUCKET_SETTINGS.get(name) else ""
+        raise ValueError(f"{name}{option} is {url}, but the bucket {bucket} does not exist: create it first "
+                         "(docs/deployment.md, \"Creating the buckets\")")
 
 
 def instance_yaml(name: str) -> Path:
@@ -58,6 +72,9 @@ def apply_defaults(environ: dict[str, str] | None = None) -> dict[str, str]:
     for name in PATH_SETTINGS:
         if env.get(name):
             env[name] = absolute(env[name])
+    for name in BUCKET_SETTINGS:
+        if env.get(name):
+            check_bucket(name, env[name])
     home = Path(env["DAGSTER_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     if env.get("VAE_INSTANCE"):

@@ -14,6 +14,7 @@ import math
 import random
 import shutil
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from pathlib import Path
 
 from vae_pipeline.domain.leaderboard.ratings import PAIRWISE_AXES
@@ -23,6 +24,15 @@ from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
 # `temporal`, where gamma beats beta.
 STRENGTHS = {"vidgen-alpha": 1.2, "vidgen-beta": 0.0, "vidgen-gamma": -1.2}
 TEMPORAL = {"vidgen-alpha": 1.2, "vidgen-beta": -1.2, "vidgen-gamma": 0.0}
+FIRST_DAY = date(2026, 10, 21)  # the day of the sample's first series
+
+
+def sample_day(offset: int) -> str:
+    """The calendar day `offset` days after the sample's first (YYYY-MM-DD): series ids and their
+    `created_at` name real days however many series are asked for (past October 31 into November)."""
+    return (FIRST_DAY + timedelta(days=offset)).isoformat()
+
+
 SERIES_PER_MODEL = {"vidgen-alpha": 2, "vidgen-beta": 1, "vidgen-gamma": 1}  # alpha: two samples a brief
 POSITION_BIAS = 0.08  # added to p_first: the judge favours the video shown first
 BAD_KINDS = ("not_json", "unknown_episode", "p_out_of_range", "different_briefs")
@@ -71,7 +81,8 @@ class ContestPlan:
 
 
 def plan_contest(briefs: list[dict], *, first_sample: int, first_day: int, seed: int, bad: bool = True) -> ContestPlan:
-    """Contest series on `briefs` (shared by every model), samples from `s<first_sample>`."""
+    """Contest series on `briefs` (shared by every model), samples from `s<first_sample>`, the first
+    on the sample's day `first_day` (days after its first series')."""
     rng = random.Random(f"contest-{seed}")
     series: dict[str, dict] = {}
     episodes: list[ContestEpisode] = []
@@ -79,10 +90,11 @@ def plan_contest(briefs: list[dict], *, first_sample: int, first_day: int, seed:
     for model, count in SERIES_PER_MODEL.items():
         for _ in range(count):
             sample = f"s{number}"
-            series_id = f"2026-10-{first_day + number - first_sample:02d}-{sample}"
+            day = sample_day(first_day + number - first_sample)
+            series_id = f"{day}-{sample}"
             series[series_id] = {
                 "series_id": series_id, "sample": sample, "status": "completed",
-                "created_at": f"2026-10-{first_day + number - first_sample:02d}T08:00:00Z",
+                "created_at": f"{day}T08:00:00Z",
                 "actor": {"model": model, "effort": "high", "sdk": "0.2.174", "cli": "2.1.310"},
                 "harness": {"version": "1.4.2", "commit": "3f9c2e1", "dirty": False},
                 "benchmark_version": "1.2.0",

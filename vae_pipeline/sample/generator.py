@@ -42,7 +42,7 @@ from vae_pipeline.sample.cli_logs import (
     planted_people,
     sdk_object_log,
 )
-from vae_pipeline.sample.contest import ContestPlan, plan_contest
+from vae_pipeline.sample.contest import ContestPlan, plan_contest, sample_day
 from vae_pipeline.sample.credential_plants import PlantedEpisode, planted_episodes
 from vae_pipeline.sample.planted import planted_values
 from vae_pipeline.sample.request_logs import request_logs
@@ -151,7 +151,7 @@ def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, s
     samples = [f"s{i + 1}" for i in range(max(series - 1, 1))] + ["r2"]
     for index in range(series):
         sample = samples[index] if series > 1 else "s1"
-        series_id = f"2026-10-{21 + index:02d}-{sample}"
+        series_id = f"{sample_day(index)}-{sample}"
         status = "running" if series > 1 and index == series - 1 else "completed"
         series_dir = out / series_id
         if series_dir.exists():
@@ -187,7 +187,7 @@ def generate(out: Path, meta_dir: Path, *, series: int = 3, episodes: int = 6, s
         first = min(run.series)
         _write_bad(run, out / first, LATER_BAD_KINDS, len(FIRST_BAD_KINDS), briefs, rng, rubric)
     if contest:
-        _write_contest(run, briefs, rubric, first_sample=len(samples), first_day=21 + series, seed=seed,
+        _write_contest(run, briefs, rubric, first_sample=len(samples), first_day=series, seed=seed,
                        bad=bad, hd=hd)
     if plants:
         _write_plants(run, briefs, seed)
@@ -241,7 +241,7 @@ _ARCHIVE_KINDS = {"not_zstd", "truncated", "absolute_member", "dotdot_member", "
 def _series_json(series_id: str, sample: str, status: str, index: int) -> dict:
     return {
         "series_id": series_id, "sample": sample, "status": status,
-        "created_at": f"2026-10-{21 + index:02d}T08:00:00Z",
+        "created_at": f"{sample_day(index)}T08:00:00Z",
         "actor": {"model": "claude-opus-5.5", "effort": "high", "sdk": "0.2.174",
                   "cli": ACTOR_INIT.claude_code_version},
         "harness": {"version": "1.4.2", "commit": "3f9c2e1", "dirty": False},

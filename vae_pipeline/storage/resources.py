@@ -253,13 +253,13 @@ class Warehouse(dg.ConfigurableResource):
         record = {"runs_root": runs_root, "dataset": dataset}
         write_if_changed(self.built_from, (json.dumps(record, sort_keys=True) + "\n").encode())
 
-    def runs_root_of(self, dataset: str) -> str | None:
-        """The runs root `dataset` was last built from here, or None (another dataset, or never)."""
+    def last_build(self) -> dict[str, str] | None:
+        """`{"runs_root", "dataset"}` of the last build in this home, or None (never built here)."""
         try:
             record = json.loads(read_bytes(self.built_from))
         except (OSError, ValueError):
             return None
-        return record.get("runs_root") if record.get("dataset") == dataset else None
+        return record if isinstance(record, dict) and record.get("runs_root") and record.get("dataset") else None
 
 
 class DatasetFolder(dg.ConfigurableResource):

@@ -27,6 +27,15 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def problem_list(head: str, problems: list[str], way_out: str, limit: int = 25) -> str:
+    """A failing check's description: `head` (the count first), one problem a line (the first
+    `limit`), then the way out."""
+    shown = [f"- {problem}" for problem in problems[:limit]]
+    if len(problems) > limit:
+        shown.append(f"- and {len(problems) - limit} more")
+    return "\n".join([head, *shown, way_out])
+
+
 RUN_SERIES_KEY = "series_in_this_run"
 
 

@@ -23,7 +23,7 @@ from vae_pipeline.assets.dataset_episodes import (
     video_in_place,
 )
 from vae_pipeline.assets.leaderboard import LEADERBOARD_CHECKS
-from vae_pipeline.assets.metadata import markdown_table
+from vae_pipeline.assets.metadata import markdown_table, problem_list
 from vae_pipeline.domain.dataset.dataset_files import rows_files_disagree
 from vae_pipeline.domain.episodes.provenance import (
     ACTOR_COLUMNS,
@@ -43,17 +43,13 @@ ITEMS = "items"  # what a check says by episode, one `said_of` each: the review 
 AFTER_THE_CHECKS = {"dagster/priority": "-1"}
 
 
-def _listing(problems: list[str], limit: int = 25) -> str:
-    shown = "; ".join(problems[:limit])
-    return shown + (f"; and {len(problems) - limit} more" if len(problems) > limit else "")
-
-
 def _by_episode(passed: str, said: list[dict], failed: str, way_out: str, **metadata) -> dg.AssetCheckResult:
-    """The result of a check that says what is wrong by episode (`said_of`): its description
-    lists them after `failed`, its ITEMS give them one by one for the review site to link."""
+    """The result of a check that says what is wrong by episode (`said_of`): its description is
+    `failed` (the count), then one problem a line, then the way out; its ITEMS give them one by
+    one for the review site to link."""
     problems = [f"{i['series']}/{i['id']}: {i['text']}" if i["id"] else i["text"] for i in said]
     return dg.AssetCheckResult(
-        passed=not said, description=passed if not said else f"{failed}{_listing(problems)}. {way_out}",
+        passed=not said, description=passed if not said else problem_list(failed, problems, way_out),
         metadata={**metadata, ITEMS: dg.MetadataValue.json(said)})
 
 
@@ -69,7 +65,7 @@ def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) 
                     + f" {r['error_reason']}") for r in blocking.iter_rows(named=True)]
     return _by_episode(
         "every episode of the published series is valid", said,
-        f"{len(said)} invalid episode(s) in completed series: ",
+        f"{len(said)} invalid episode(s) in completed series:",
         f"Fix the input, or list the episode or series with a reason in meta/{WITHHELD} to leave it out.",
         invalid=len(said),
         episodes=markdown_table(blocking, ("series", "id", "error_file", "error_line", "error_reason")))
@@ -81,7 +77,7 @@ def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame
     said = [said_of(r, f"{f['file']}:{f['line']} {f['kind']}")
             for r in published_rows(dataset_folder, episode_table) for f in r["findings"] or [] if not f["allowed"]]
     return _by_episode(
-        "no unreviewed finding", said, f"{len(said)} finding(s): ",
+        "no unreviewed finding", said, f"{len(said)} finding(s):",
         "Fix the input, list a reviewed finding in meta/scrub-allow.jsonl (file, kind and value_sha256 from the "
         f"manifest's scrub.findings), or withhold the episode in meta/{WITHHELD}.",
         findings=len(said))
@@ -92,7 +88,7 @@ def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame
 def files_match_manifests(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     said = [said_of(row, p) for row in published_rows(dataset_folder, episode_table)
             for p in archive_problems(dataset_folder.root, row)]
-    return _by_episode("every archive matches its manifest", said, f"{len(said)} archive(s) unlike their manifest: ",
+    return _by_episode("every archive matches its manifest", said, f"{len(said)} archive problem(s) against the manifests:",
                        "Rebuild (vae build) to rewrite the files, or withhold the episode.")
 
 
@@ -102,22 +98,25 @@ def delivered_videos_present(dataset_folder: DatasetFolder, episode_table: pl.Da
     said = [said_of(row, row["video"]) for row in published_rows(dataset_folder, episode_table)
             if row["video"] and not video_in_place(dataset_folder.root, row)]
     return _by_episode("every delivered video is in videos/", said,
-                       f"{len(said)} delivered video(s) missing or different in videos/: ",
+                       f"{len(said)} delivered video(s) missing or different in videos/:",
                        "Rebuild, or withhold the episode.")
 
 
 @dg.asset_check(asset=dataset_episodes,
                 description="episodes.jsonl, the archives and the manifests name the same episodes")
 def rows_and_archives_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResult:
-    return _by_episode("rows, archives and manifests agree", rows_vs_archives(dataset_folder.root), "",
+    said = rows_vs_archives(dataset_folder.root)
+    return _by_episode("rows, archives and manifests agree", said,
+                       f"{len(said)} disagreement(s) between episodes.jsonl, the archives and the manifests:",
                        "Rebuild (vae build) so rows and archives are written together.")
 
 
 @dg.asset_check(asset=dataset_episodes,
                 description="episodes.jsonl and data/episodes.parquet hold the same rows")
 def jsonl_and_parquet_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResult:
-    return _by_episode("episodes.jsonl and data/episodes.parquet hold the same rows",
-                       rows_files_disagree(dataset_folder.root), "",
+    said = rows_files_disagree(dataset_folder.root)
+    return _by_episode("episodes.jsonl and data/episodes.parquet hold the same rows", said,
+                       f"{len(said)} row(s) that episodes.jsonl and data/episodes.parquet disagree on:",
                        "Rebuild (vae build) so both are written again from one frame.")
 
 
@@ -140,8 +139,9 @@ def harness_committed(project_meta: ProjectMeta, episode_table: pl.DataFrame) ->
     return dg.AssetCheckResult(
         passed=not problems,
         description="every published series names its harness commit, with no local changes" if not problems else
-        f"{len(problems)} series ran harness code that was not committed: {_listing(problems)}. Run the series "
-        f"again from a committed harness (series.json harness.commit, harness.dirty false), {WITHHOLD_SERIES}.",
+        problem_list(f"{len(problems)} series ran harness code that was not committed:", problems,
+                     "Run the series again from a committed harness (series.json harness.commit, harness.dirty "
+                     f"false), {WITHHOLD_SERIES}."),
         metadata={"series_at_fault": len(problems)})
 
 
@@ -152,8 +152,9 @@ def benchmark_versioned(project_meta: ProjectMeta, episode_table: pl.DataFrame) 
     return dg.AssetCheckResult(
         passed=not problems,
         description="every published series has a benchmark_version" if not problems else
-        f"{len(problems)} series without a benchmark version: {_listing(problems)}. Record the benchmark "
-        f"version the series ran (series.json benchmark_version, MAJOR.MINOR.PATCH), {WITHHOLD_SERIES}.",
+        problem_list(f"{len(problems)} series without a benchmark version:", problems,
+                     "Record the benchmark version the series ran (series.json benchmark_version, "
+                     f"MAJOR.MINOR.PATCH), {WITHHOLD_SERIES}."),
         metadata={"series_at_fault": len(problems)})
 
 
@@ -165,7 +166,7 @@ def one_actor_per_series(project_meta: ProjectMeta, episode_table: pl.DataFrame)
     return _by_episode(
         "the episodes of every published series agree on what ran", said,
         f"{len(said)} disagreement(s) on what ran (messages.jsonl system/init line, "
-        "transcript/api-request-shape.json): ",
+        "transcript/api-request-shape.json):",
         f"Run the odd episodes again with the series' actor, or list them (or the series) with a reason in "
         f"meta/{WITHHELD} to leave them out.",
         disagreements=len(said))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from vae_pipeline.assets.meta import check_meta_folder
+from vae_pipeline.assets.meta import check_meta_folder, observe_rubric_in_force
 from vae_pipeline.domain.objects import absolute
 from vae_pipeline.automation.planner import next_runs, stale, sync_series
 from vae_pipeline.cli.common import CliError, episode_table_rows, paths_of, run_error, say, settings, writing
@@ -47,6 +47,7 @@ def _build(instance: dg.DagsterInstance, env: dict[str, str], max_rounds: int, l
     runs_root, project_meta = resources["runs_root"], resources["project_meta"]
     try:
         check_meta_folder(project_meta)
+        observe_rubric_in_force(instance, project_meta)  # what `rubric` records it was made from
     except dg.Failure as exc:
         raise CliError(exc.description) from None
     resources["warehouse"].record_build(env["VAE_RUNS_ROOT"], env["VAE_DATASET_DIR"])

@@ -1,4 +1,4 @@
-"""`vae publish`: the blocking checks, then the release to the Hub (a dry run unless --yes)."""
+"""`vae publish`: the publish checks, then the release to the Hub (a dry run unless --yes)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from vae_pipeline.assets.hub_release import left_out, refusal_text
+from vae_pipeline.assets.hub_release import PUBLISH_CHECKS_JOB, PUBLISH_JOB, left_out, refusal_text
 from vae_pipeline.cli.common import CliError, episode_table_rows, run_error, say, settings, writing
 from vae_pipeline.definitions import defs, resources_from_environ
 from vae_pipeline.domain.objects import absolute, location
@@ -17,7 +17,8 @@ from vae_pipeline.engines.recovery import process_tags
 
 def publish(dataset: str | Path, repo: str, *, runs: str | Path | None = None, yes: bool = False, pr: bool = False,
             log_level: str = "CRITICAL") -> tuple[bool, str]:
-    """Run the `publish` job (blocking checks, then hub_release); (published or planned, text).
+    """Run the `publish_checks` job, then (when every check passed) the `publish` job; (published
+    or planned, text).
     `dataset` (and `runs`) is a folder or an `s3://bucket/prefix`."""
     dataset_url = absolute(str(dataset))
     if not location(dataset_url).is_dir():
@@ -29,20 +30,23 @@ def publish(dataset: str | Path, repo: str, *, runs: str | Path | None = None, y
     runs_root = absolute(str(runs)) if runs else built_from or os.environ.get("VAE_RUNS_ROOT", "")
     with settings(VAE_DATASET_DIR=dataset_url, VAE_HUB_REPO=repo, VAE_RUNS_ROOT=runs_root) as env, \
             writing(env) as instance:
-        result = defs.resolve_job_def("publish").execute_in_process(
-            instance=instance, raise_on_error=False, tags=process_tags(writer=True),
-            run_config={"ops": {"hub_release": {"config": {"dry_run": not yes, "create_pr": pr}}},
-                        "loggers": {"console": {"config": {"log_level": log_level}}}})
-        for event in result.get_asset_materialization_events():
-            metadata = event.step_materialization_data.materialization.metadata
-            text = metadata["plan"].value.strip("`\n")
-            if "url" in metadata:
-                text += f"\npublished: {metadata['url'].value}"
-            return True, text
+        logging = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+        checked = defs.resolve_job_def(PUBLISH_CHECKS_JOB).execute_in_process(
+            instance=instance, raise_on_error=False, tags=process_tags(writer=True), run_config=logging)
         failed = [f"{e.asset_key.to_user_string()}.{e.check_name}: {e.description}"
-                  for e in result.get_asset_check_evaluations() if not e.passed]
+                  for e in checked.get_asset_check_evaluations() if not e.passed]
         if failed:
             return False, refusal_text(failed, _left_out(env))
+        if not checked.success:
+            return False, _failure_description(checked)
+        result = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(
+            instance=instance, raise_on_error=False, tags=process_tags(writer=True),
+            run_config={"ops": {"hub_release": {"config": {"dry_run": not yes, "create_pr": pr}}}, **logging})
+        for event in result.all_events:
+            if event.is_successful_output:
+                metadata = event.step_output_data.metadata
+                text = metadata["plan"].value.strip("`\n")
+                return True, text + (f"\npublished: {metadata['url'].value}" if "url" in metadata else "")
     return False, _failure_description(result)
 
 

@@ -45,7 +45,8 @@ def test_definitions_hold_the_whole_graph():
     assert graph.get(dg.AssetKey("rubric_in_force")).is_observable
     assert {dg.AssetKey("rubric_in_force")} <= graph.get(dg.AssetKey("rubric")).parent_keys
     assert {dg.AssetKey("rubric_in_force")} <= graph.get(dg.AssetKey("labels")).parent_keys
-    publish_checks = {key.name for key in defs.resolve_job_def("publish_checks").asset_layer.asset_graph.asset_check_keys}
+    checks_job = defs.resolve_job_def("publish_checks")
+    publish_checks = {key.name for key in checks_job.asset_layer.asset_graph.asset_check_keys}
     assert publish_checks >= {"no_invalid_episodes", "no_scrub_findings", "files_match_manifests",
                               "delivered_videos_present", "rows_and_archives_agree", "jsonl_and_parquet_agree",
                               "harness_committed", "benchmark_versioned", "one_actor_per_series",
@@ -61,6 +62,8 @@ def test_descriptions_keep_their_placeholders_in_the_ui():
     texts = {spec.key.to_user_string(): spec.description for spec in defs.resolve_all_asset_specs()}
     texts |= {key.to_user_string(): graph.get_check_spec(key).description for key in graph.asset_check_keys}
     texts |= {job.name: job.description for job in defs.resolve_all_job_defs()}
-    eaten = {name: text for name, text in texts.items() if re.search(r"<[a-z]", re.sub(r"`[^`]*`", "", text or ""))}
+    eaten = {name: text for name, text in texts.items()
+             if re.search(r"<[a-z]", re.sub(r"`[^`]*`", "", text or ""))}
     assert eaten == {}
-    assert "`videos/<id>.mp4`" in texts["dataset_episodes"] and "`episodes/<date>/<id>.tar.zst`" in texts["dataset_episodes"]
+    assert "`videos/<id>.mp4`" in texts["dataset_episodes"]
+    assert "`episodes/<date>/<id>.tar.zst`" in texts["dataset_episodes"]

@@ -167,7 +167,8 @@ def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehou
         frames[series] = frame
         counts = Counter(_label_name(label) for label in labelled(frame)["label"].to_list())
         relabelled = labelled(frame).filter(pl.col("rehosted_at") == now)
-        counted[series] = {"episodes": frame.height, **dict(sorted(counts.items())), "labels_changed": relabelled.height}
+        counted[series] = {"episodes": frame.height, **dict(sorted(counts.items())),
+                           "labels_changed": relabelled.height}
         metadata[series] = {
             "episodes": frame.height,
             "label_errors": frame.height - labelled(frame).height,

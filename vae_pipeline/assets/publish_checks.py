@@ -1,12 +1,13 @@
 """The publish checks: one per reason the contract gives for refusing to publish.
 
-They are asset checks of their own (not part of an asset's step), so the `publish` job can run
-them against the current files without rebuilding anything. They are not blocking in Dagster's
-sense: a failure shows red on its asset but fails no run, so a build, a rehost or a
-*Materialize all* that did its work ends green whichever way it was launched (a blocking check
-fails its own run, and the UI brings an asset's checks along with it). It is the release that
-refuses: `hub_release` runs after them in the `publish` job and publishes only if every one
-passed in that run. They check `dataset_episodes`, the last asset before the release (the
+They are asset checks of their own (not part of an asset's step), so the `publish_checks` job
+can run them against the current files without rebuilding anything. Dagster shows them as
+non-blocking, and they are: a failure shows red on its asset but fails no run, so a build, a
+rehost or a *Materialize all* that did its work ends green whichever way it was launched (a
+blocking check fails its own run, and the UI brings an asset's checks along with it). It is the
+release that refuses: the `publish` job's op publishes only if every check's latest result
+passed (`vae publish` runs `publish_checks` first); each description ends saying so
+(REFUSES_THE_RELEASE). They check `dataset_episodes`, the last asset before the release (the
 leaderboard's two checks sit on `dataset_card`, which re-renders whenever their inputs change).
 Each description names the episodes and files concerned and the way out.
 """
@@ -23,7 +24,7 @@ from vae_pipeline.assets.dataset_episodes import (
     video_in_place,
 )
 from vae_pipeline.assets.leaderboard import LEADERBOARD_CHECKS
-from vae_pipeline.assets.metadata import markdown_table, problem_list
+from vae_pipeline.assets.metadata import REFUSES_THE_RELEASE, markdown_table, problem_list
 from vae_pipeline.domain.dataset.dataset_files import rows_files_disagree
 from vae_pipeline.domain.episodes.provenance import (
     ACTOR_COLUMNS,
@@ -38,7 +39,7 @@ from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta
 
 TABLE = {"episode_table": dg.AssetIn("episode_table")}
 ITEMS = "items"  # what a check says by episode, one `said_of` each: the review site links them
-# The op tags of a step that reads the checks' results (the release, the review site): in a run
+# The op tags of a step that reads the checks' results (the review site): in a run
 # with the checks, the in-process executor starts the highest priority first, so it comes after.
 AFTER_THE_CHECKS = {"dagster/priority": "-1"}
 
@@ -54,7 +55,7 @@ def _by_episode(passed: str, said: list[dict], failed: str, way_out: str, **meta
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="No invalid episode in a published series")
+                description="No invalid episode in a published series" + REFUSES_THE_RELEASE)
 def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     withheld_episodes, withheld_series = read_withheld(project_meta)
     blocking = episode_table.filter(
@@ -72,7 +73,8 @@ def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) 
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="No unreviewed scrub finding (e-mail, IP, leftover credential) in a published file")
+                description="No unreviewed scrub finding (e-mail, IP, leftover credential) in a published file"
+                + REFUSES_THE_RELEASE)
 def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     said = [said_of(r, f"{f['file']}:{f['line']} {f['kind']}")
             for r in published_rows(dataset_folder, episode_table) for f in r["findings"] or [] if not f["allowed"]]
@@ -84,16 +86,17 @@ def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="Every archive and its members have the size and sha256 their manifest lists")
+                description="Every archive and its members have the size and sha256 their manifest lists"
+                + REFUSES_THE_RELEASE)
 def files_match_manifests(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     said = [said_of(row, p) for row in published_rows(dataset_folder, episode_table)
             for p in archive_problems(dataset_folder.root, row)]
-    return _by_episode("every archive matches its manifest", said, f"{len(said)} archive problem(s) against the manifests:",
-                       "Rebuild (vae build) to rewrite the files, or withhold the episode.")
+    return _by_episode("every archive matches its manifest", said,
+                       f"{len(said)} archive problem(s) against the manifests:", "Rebuild (vae build) to rewrite the files, or withhold the episode.")
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="Every delivered video is in videos/, byte-identical")
+                description="Every delivered video is in videos/, byte-identical" + REFUSES_THE_RELEASE)
 def delivered_videos_present(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     said = [said_of(row, row["video"]) for row in published_rows(dataset_folder, episode_table)
             if row["video"] and not video_in_place(dataset_folder.root, row)]
@@ -103,7 +106,8 @@ def delivered_videos_present(dataset_folder: DatasetFolder, episode_table: pl.Da
 
 
 @dg.asset_check(asset=dataset_episodes,
-                description="episodes.jsonl, the archives and the manifests name the same episodes")
+                description="episodes.jsonl, the archives and the manifests name the same episodes"
+                + REFUSES_THE_RELEASE)
 def rows_and_archives_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResult:
     said = rows_vs_archives(dataset_folder.root)
     return _by_episode("rows, archives and manifests agree", said,
@@ -112,7 +116,7 @@ def rows_and_archives_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResul
 
 
 @dg.asset_check(asset=dataset_episodes,
-                description="episodes.jsonl and data/episodes.parquet hold the same rows")
+                description="episodes.jsonl and data/episodes.parquet hold the same rows" + REFUSES_THE_RELEASE)
 def jsonl_and_parquet_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResult:
     said = rows_files_disagree(dataset_folder.root)
     return _by_episode("episodes.jsonl and data/episodes.parquet hold the same rows", said,
@@ -133,7 +137,8 @@ WITHHOLD_SERIES = f"or list the series with a reason in meta/{WITHHELD} to leave
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="Every published series ran committed harness code (harness.commit, not dirty)")
+                description="Every published series ran committed harness code (harness.commit, not dirty)"
+                + REFUSES_THE_RELEASE)
 def harness_committed(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     problems = uncommitted_series(_published_provenance(project_meta, episode_table))
     return dg.AssetCheckResult(
@@ -146,7 +151,7 @@ def harness_committed(project_meta: ProjectMeta, episode_table: pl.DataFrame) ->
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="Every published series has a benchmark_version MAJOR.MINOR.PATCH")
+                description="Every published series has a benchmark_version MAJOR.MINOR.PATCH" + REFUSES_THE_RELEASE)
 def benchmark_versioned(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     problems = unversioned_series(_published_provenance(project_meta, episode_table))
     return dg.AssetCheckResult(
@@ -160,7 +165,7 @@ def benchmark_versioned(project_meta: ProjectMeta, episode_table: pl.DataFrame) 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="The episodes of each published series ran one actor: the same model, Claude Code "
-                            "version (= actor.cli), tools, system prompt and tool definitions")
+                            "version (= actor.cli), tools, system prompt and tool definitions" + REFUSES_THE_RELEASE)
 def one_actor_per_series(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     said = actor_disagreements(_published_provenance(project_meta, episode_table))
     return _by_episode(

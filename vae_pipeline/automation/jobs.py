@@ -19,13 +19,13 @@ refresh_job = dg.define_asset_job(
 publish_checks_job = dg.define_asset_job(
     PUBLISH_CHECKS_JOB,
     selection=dg.AssetSelection.checks_for_assets("dataset_episodes", "dataset_card"),
-    executor_def=dg.in_process_executor,
     description="Run the publish checks against the current files, without rebuilding anything (what `vae "
                 "publish` runs first). A failing check fails no run: it shows red on its asset and refuses the "
                 "release.",
 )
 
 
+# In-process whatever VAE_EXECUTOR says: one short step, run where it is launched.
 @dg.job(name=PUBLISH_JOB, executor_def=dg.in_process_executor,
         description="Publish the dataset folder to the Hub in one commit (a dry run unless `dry_run: false`). "
                     "Refused, naming every reason, unless every publish check's latest result passed and is newer "

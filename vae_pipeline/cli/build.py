@@ -130,7 +130,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     say(f"invalid episodes: {len(summary['invalid_episodes'])}")
     for check in summary["checks"]:
         if check["passed"] is False:
-            say(f"check failed: {check['asset']}.{check['check']}: {check['description']}")
+            described = (check["description"] or "").replace("\n", "\n  ")  # its lines under it
+            say(f"check failed: {check['asset']}.{check['check']}: {described}")
         elif check["passed"] is None:
             say(f"check {check['status']}: {check['asset']}.{check['check']}")
     say(f"dataset: {absolute(args.out)} ({time.monotonic() - started:.1f} s)")

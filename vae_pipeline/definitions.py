@@ -8,8 +8,9 @@ from typing import Any
 import dagster as dg
 
 from vae_pipeline.assets import ASSETS, PUBLISH_CHECKS
-from vae_pipeline.assets.hub_release import hub_release
-from vae_pipeline.automation.jobs import publish_job, refresh_job, rehost_job
+from vae_pipeline.assets.hub_release import hub_release_spec
+from vae_pipeline.assets.meta import rubric_in_force_asset
+from vae_pipeline.automation.jobs import publish_checks_job, publish_job, refresh_job, rehost_job
 from vae_pipeline.automation.schedules import nightly_refresh
 from vae_pipeline.automation.sensors import new_series_sensor, refresh_followup_sensor
 from vae_pipeline.engines.executor import vae_executor
@@ -52,9 +53,9 @@ def resources_from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 defs = dg.Definitions(
-    assets=[*ASSETS, hub_release],
+    assets=[rubric_in_force_asset, *ASSETS, hub_release_spec],
     asset_checks=PUBLISH_CHECKS,
-    jobs=[refresh_job, rehost_job, publish_job],
+    jobs=[refresh_job, rehost_job, publish_checks_job, publish_job],
     sensors=[new_series_sensor, refresh_followup_sensor],
     schedules=[nightly_refresh],
     # settings come from the environment when a run starts (EnvVar), never at import

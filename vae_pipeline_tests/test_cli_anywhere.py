@@ -193,3 +193,30 @@ def test_publish_without_runs_names_the_left_out_folders_from_any_folder_and_a_m
     assert str(built / "runs") in error and "--runs" in error
     refused_naming_the_folder(vae("publish", "--dataset", str(tmp_path / "moved"), "--repo", "org/name",
                                   "--runs", str(tmp_path / "runs"), cwd=elsewhere, VAE_HOME=home))
+
+
+def test_vae_ui_takes_the_repository_and_observes_the_rubric_in_force(pipeline_env, tmp_path, monkeypatch):
+    """Issue 29 item 4: `vae ui --repo` hands the repository to the code location (VAE_HUB_REPO
+    in the environment `dagster dev` starts with), as `vae publish --repo` does; and each start
+    records the rubric in force when it is not the one last observed."""
+    import dagster as dg
+
+    from vae_pipeline.cli import main
+
+    (tmp_path / "runs").mkdir()
+    monkeypatch.delenv("VAE_HUB_REPO", raising=False)
+    started = []
+    monkeypatch.setattr(os, "execv", lambda path, argv: started.append((argv, os.environ.get("VAE_HUB_REPO"))))
+    base = ["ui", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "dataset")]
+    before = dict(os.environ)
+    for extra in (["--repo", "vae-lab/agent-episodes", "--rubric-version", "1.0"], ["--rubric-version", "1.0"], []):
+        assert main([*base, *extra]) == 0
+        os.environ.clear()  # each start from the environment the test began with (as from a shell)
+        os.environ.update(before)
+    assert [(argv[1:4], repo) for argv, repo in started] == [
+        (["-m", "dagster", "dev"], "vae-lab/agent-episodes"), (["-m", "dagster", "dev"], ""),
+        (["-m", "dagster", "dev"], "")]
+    instance = dg.DagsterInstance.get()
+    observed = instance.fetch_observations(dg.AssetKey("rubric_in_force"), limit=10).records  # newest first
+    assert [r.event_log_entry.asset_observation.metadata["version"].value for r in observed] == ["1.2", "1.0"]
+    assert len({r.event_log_entry.asset_observation.tags["dagster/data_version"] for r in observed}) == 2

@@ -121,8 +121,8 @@ def test_engine_is_in_process_unless_configured(monkeypatch):
 
 
 def test_every_job_runs_on_the_configurable_executor():
-    """Every job but `publish`, which is in-process whatever the engine: its checks must finish
-    before the release step that reads them starts."""
+    """Every job but `publish`, which is in-process whatever the engine: the release is one short
+    step, run where it is launched (its checks run before, in `publish_checks` or a build)."""
     for job in defs.resolve_all_job_defs():
         if job.name not in ("__ASSET_JOB", "publish"):
             assert job.executor_def.name == "vae_executor", job.name

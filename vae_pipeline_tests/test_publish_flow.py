@@ -38,6 +38,30 @@ def _publish(capsys, dataset: Path, *extra: str) -> tuple[int, str]:
     return code, captured.out
 
 
+def reason(out: str, check: str) -> list[str]:
+    """The lines of one check's reason in a refusal: its first line (the count), then one problem
+    a line and the way out, indented under it."""
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(f"- dataset_episodes.{check}: "))
+    block = [lines[first]]
+    for line in lines[first + 1:]:
+        if not line.startswith("  "):
+            break
+        block.append(line)
+    return block
+
+
+def launchpad_release(repo: str) -> str:
+    """The `publish` job alone, as the UI's Launchpad launches it (no check in its run), with
+    `repo` as VAE_HUB_REPO: the description of its failure."""
+    with settings(VAE_HUB_REPO=repo):
+        result = defs.resolve_job_def("publish").execute_in_process(instance=dg.DagsterInstance.get(),
+                                                                    raise_on_error=False)
+    assert not result.success
+    (failure,) = [e.step_failure_data.user_failure_data.description for e in result.all_events if e.is_step_failure]
+    return failure
+
+
 def _write_jsonl(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
@@ -61,7 +85,19 @@ def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample
     planted = {"harness_committed": sample_runs.dirty_series, "benchmark_versioned": sample_runs.unversioned_series,
                "one_actor_per_series": sample_runs.odd_actor_ids}
     for check, names in planted.items():
-        assert names and all(n in out.split(f"dataset_episodes.{check}: ", 1)[1].splitlines()[0] for n in names)
+        assert names and all(any(n in line for line in reason(out, check)) for n in names)
+    # issue 29 item 4: the count first, then one finding a line, then the way out
+    findings_reason = reason(out, "no_scrub_findings")
+    count = int(findings_reason[0].removeprefix("- dataset_episodes.no_scrub_findings: ").split(" ")[0])
+    assert count > 1 and findings_reason[0].endswith(f"{count} finding(s):"), findings_reason
+    listed = findings_reason[1:-1]
+    assert len(listed) == min(count, 26) and all(line.startswith("  - ") for line in listed), findings_reason
+    assert "scrub-allow.jsonl" in findings_reason[-1]
+    # issue 29 item 4: the Launchpad's release (the job alone, no repository set) names the failing
+    # checks before anything else is missing
+    failure = launchpad_release("")
+    assert failure.startswith("publishing refused:\n- ") and "no dataset repository" not in failure, failure
+    assert "dataset_episodes.no_invalid_episodes:" in failure and "dataset_episodes.no_scrub_findings:" in failure
     # the refusal names what is left out, as the plan does
     left = out[out.index("left out:"):].splitlines()[1:]
     assert [line.split(":")[0].strip() for line in left] == \
@@ -112,8 +148,7 @@ def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample
     rows.slice(1).write_parquet(parquet)
     code, out = _publish(capsys, dataset, "--runs", str(runs))
     assert code == 1 and "publishing refused" in out
-    assert f"dataset_episodes.jsonl_and_parquet_agree: {rows['series'][0]}/{rows['id'][0]}: only in episodes.jsonl" \
-        in out, out
+    assert f"  - {rows['series'][0]}/{rows['id'][0]}: only in episodes.jsonl" in reason(out, "jsonl_and_parquet_agree"), out
     parquet.write_bytes(written)
     assert "left out:" in out and "running" in out
     assert not hub.exists(REPO)
@@ -129,14 +164,11 @@ def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample
     code, out = _publish(capsys, dataset, "--yes")
     assert code == 0 and len(hub.recorded("commit")) == commits_before
 
-    # every check passes now, yet the release swept into another run (the asset graph's
-    # Materialize) is not attempted: it goes out only from the publish job, after the checks
-    (dataset / "README.md").write_text((dataset / "README.md").read_text() + "\nan edit to send\n")
-    with settings(VAE_HUB_REPO=REPO):
-        alone = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-            instance=dg.DagsterInstance.get(), asset_selection=[dg.AssetKey("hub_release")],
-            run_config={"ops": {"hub_release": {"config": {"dry_run": False}}}})
-    modes = [e.step_materialization_data.materialization.metadata["mode"].value
-             for e in alone.get_asset_materialization_events()]
-    assert alone.success and modes == ["not attempted"]
-    assert len(hub.recorded("commit")) == commits_before
+    # every check passed (vae publish ran them): the Launchpad's release without a repository asks for one
+    assert launchpad_release("").startswith("no dataset repository: start `vae ui` with --repo ORG/NAME")
+    # hub_release is materialized by the releases alone (the second found nothing to send), never by an asset job
+    # (issue 29 item 4: not by the asset graph's Materialize all, which only runs executable assets)
+    instance = dg.DagsterInstance.get()
+    records = instance.fetch_materializations(dg.AssetKey("hub_release"), limit=10).records
+    assert [r.asset_materialization.metadata["mode"].value for r in records] == ["unchanged", "commit"]
+    assert not defs.resolve_asset_graph().get(dg.AssetKey("hub_release")).is_executable

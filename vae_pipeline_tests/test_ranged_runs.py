@@ -76,6 +76,40 @@ def test_a_build_over_every_series_is_one_run_and_a_rehost_too(sample_runs, pipe
     after = labels_rows(pipeline_env["home"])
     assert {id_: after[id_]["label"] for id_ in planted} == {id_: later for id_, (_, later) in planted.items()}
     assert {row["host_rubric_version"] for row in after.values()} == {"1.0"}
+    check_labels_say_what_changed(instance, sample_runs, planted, after)
+
+
+def labels_metadata(instance: dg.DagsterInstance, series: str) -> dict:
+    (record,) = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("labels"), asset_partitions=[series]), limit=1).records
+    return record.asset_materialization.metadata
+
+
+def check_labels_say_what_changed(instance, sample_runs, planted: dict[str, tuple[str, str]], after: dict) -> None:
+    """Issue 29 item 4: `labels` names this run's changes, never "no label changed" above rows
+    that show one; the drift check says it compared nothing under 1.0 (the judge's answers were
+    stored under 1.2), and why."""
+    by_series = {p.episode_id: p.series for p in sample_runs.episodes}
+    for episode_id, (before, later) in planted.items():
+        assert f"- {before} → {later}: " in labels_metadata(instance, by_series[episode_id])["transitions"].value
+    drift = instance.get_latest_asset_check_evaluation_record(
+        dg.AssetCheckKey(dg.AssetKey("labels"), "no_drift_from_stored_host_label")).evaluation
+    assert drift.passed and drift.metadata["compared"].value == 0
+    assert drift.description.startswith("0 compared: no judge.json host label was stored under rubric 1.0"), \
+        drift.description
+    assert "under 1.2" in drift.description
+    # labels again, under the same rubric: nothing changes in this run, and it says the rows keep an earlier one
+    series = by_series[next(iter(planted))]
+    with settings(VAE_RUBRIC_VERSION="1.0"):
+        assert defs.resolve_job_def("rehost").execute_in_process(
+            instance=instance, partition_key=series,
+            asset_selection=[dg.AssetKey("rubric"), dg.AssetKey("labels")]).success
+    kept = sum(1 for row in after.values() if by_series[row["id"]] == series and row["rehosted_at"] is not None)
+    metadata = labels_metadata(instance, series)
+    assert kept >= 1 and metadata["labels_changed"].value == 0
+    assert metadata["transitions"].value == (
+        f"no label changed in this run\n\n{kept} episode(s) keep the change of an earlier run "
+        "(previous_final_label → label, at rehosted_at)")
 
 
 def run_table(metadata: dict) -> dict[str, dict[str, str]]:

@@ -18,10 +18,13 @@ import re
 import sys
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.execution.backfill import BulkActionStatus
 from playwright.sync_api import Page
 
@@ -57,8 +60,9 @@ def console(sample_runs, tmp_path_factory):
         planted = plant_rubric_flips(sample_runs, runs)
         build(runs, paths["dataset"])  # under the newest rubric, 1.2
         port = free_port()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT_ROOT), str(FAST_DAEMON)]),
-               "VAE_TEST_DAEMON_TICK_S": "2", "VAE_HUB_REPO": "vae-lab/agent-episodes",
+        # no repository (VAE_HUB_REPO, `vae ui --repo`): a refused release never asks for one
+        env = {**{k: v for k, v in os.environ.items() if k != "VAE_HUB_REPO"},
+               "PYTHONPATH": os.pathsep.join([str(PROJECT_ROOT), str(FAST_DAEMON)]), "VAE_TEST_DAEMON_TICK_S": "2",
                "VAE_HUB_ENDPOINT": "http://127.0.0.1:9"}  # nothing answers there: no release may get that far
         log = root / "vae-ui.log"
         command = [str(VAE), "ui", "--runs", str(runs), "--out", str(paths["dataset"]), "--rubric-version", "1.0",
@@ -183,17 +187,46 @@ def latest_check(instance: dg.DagsterInstance, asset: str, name: str):
 
 
 def release_modes(instance: dg.DagsterInstance) -> list[str]:
-    """The mode of every hub_release materialization: a release is "commit" or "pull request"."""
+    """The mode of every hub_release materialization: only a release records one."""
     records = instance.fetch_materializations(dg.AssetKey("hub_release"), limit=100).records
     return [r.asset_materialization.metadata["mode"].value for r in records]
 
 
+def unsynced(instance: dg.DagsterInstance, key: str, partition: str | None = None) -> bool:
+    """What the UI shows as *Unsynced*: Dagster's stale status of the asset (partition)."""
+    graph = defs.resolve_asset_graph()
+    view = AssetGraphView(temporal_context=TemporalContext(effective_dt=datetime.now(UTC), last_event_id=None),
+                          instance=instance, asset_graph=graph)
+    resolver = CachingStaleStatusResolver(instance=instance, asset_graph=graph, loading_context=view)
+    return resolver.get_status(dg.AssetKey(key), partition) == StaleStatus.STALE
+
+
 def assert_release_not_attempted(console: dict) -> None:
     instance = console["instance"]
-    assert set(release_modes(instance)) <= {"not attempted"}
+    assert release_modes(instance) == []  # issue 29 item 4: nothing that looks released
     for name in FAILING_CHECKS:  # still red on their asset
         record = latest_check(instance, "dataset_episodes", name)
         assert record.evaluation is not None and record.evaluation.passed is False, name
+
+
+def test_restarted_under_another_rubric_rubric_and_labels_read_unsynced(console, ui, sample_runs):
+    """Issue 29 item 4: built under 1.2, the UI started under 1.0 shows `rubric` and every
+    `labels` partition unsynced, with the rubric in force upstream: the sign to rehost."""
+    page = ui.page
+    page.goto(f"{console['url']}/assets/rubric")
+    page.get_by_text("Unsynced (1)").first.wait_for()
+    assert page.get_by_role("link", name="rubric_in_force").first.is_visible()
+    for series in sorted(sample_runs.series):
+        page.goto(f"{console['url']}/assets/labels?view=partitions&partition={series}")
+        page.get_by_text(re.compile(r"^Unsynced \(\d+\)$")).first.wait_for()  # the rubric in force changed
+    # the observation `vae ui` recorded when it started, and what the UI read of it
+    (observed,) = console["instance"].fetch_observations(dg.AssetKey("rubric_in_force"), limit=10).records[:1]
+    assert observed.event_log_entry.asset_observation.metadata["version"].value == "1.0"
+    page.goto(f"{console['url']}/assets/rubric_in_force")
+    page.get_by_text("Observed").first.wait_for()
+    assert "launch the rehost" in page.locator("body").inner_text()
+    assert unsynced(console["instance"], "rubric")
+    assert [s for s in sample_runs.series if not unsynced(console["instance"], "labels", s)] == []
 
 
 def test_rehost_backfill_from_the_job_page_ends_green_and_brings_the_review_site_along(
@@ -234,6 +267,10 @@ def test_rehost_backfill_from_the_job_page_ends_green_and_brings_the_review_site
         assert ui.page.locator(f"span.label-{later}").first.is_visible()
         assert "host rubric now: 1.0" in ui.page.locator("body").inner_text()
 
+    # the rehost cleared the sign: nothing reads unsynced for the rubric any more
+    assert not unsynced(instance, "rubric")
+    assert [s for s in sample_runs.series if unsynced(instance, "labels", s)] == []
+
     # the checks were evaluated in the rehost's run and still fail: the release is not attempted
     for name in FAILING_CHECKS:
         assert latest_check(instance, "dataset_episodes", name).run_id == runs[0].run_id
@@ -244,42 +281,41 @@ def test_materialize_all_from_the_asset_graph_ends_green_and_attempts_no_release
     """Lineage (the global asset graph) → Materialize all… → All → Launch backfill."""
     instance = console["instance"]
     ui.page.goto(console["url"])
-    ui.page.get_by_role("link", name="Lineage").click()
+    # exact (its icon's name, then its text): "Lineage" alone also matches the Jobs link, whose
+    # icon is named `column_lineage`
+    ui.page.get_by_role("navigation").get_by_role("link", name="lineage Lineage", exact=True).click()
     backfill_id = launch_backfill_from(ui, ui.page.url)
-    every_asset = sorted(spec.key.to_user_string() for spec in defs.resolve_all_asset_specs())
+    graph = defs.resolve_asset_graph()
+    # issue 29 item 4: every asset but the release (which only the publish job records) and the
+    # observed rubric in force
+    every_asset = sorted(key.to_user_string() for key in graph.materializable_asset_keys)
     assert ui.launched("LaunchPartitionBackfill") == [{"backfillParams": {
         "tags": FROM_UI, "assetSelection": [{"path": [key]} for key in every_asset],
         "partitionNames": sorted(sample_runs.series), "fromFailure": False}}]
-    assert "hub_release" in every_asset
+    assert "hub_release" not in every_asset and "rubric_in_force" not in every_asset
 
     status = wait_for_backfill(console, backfill_id)
     runs = instance.get_runs(dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
     assert status == BulkActionStatus.COMPLETED_SUCCESS, console["log"].read_text()[-4000:]
     assert runs and {run.status for run in runs} == {dg.DagsterRunStatus.SUCCESS}
-    # hub_release ran in one of them and attempted nothing: the release goes out only from `publish`
-    released = [run for run in runs if dg.AssetKey("hub_release") in run.asset_selection]
-    assert len(released) == 1
-    logs = [e.user_message for e in instance.all_logs(released[0].run_id) if e.step_key == "hub_release"]
-    assert any("hub_release: not attempted in a `__ASSET_JOB` run" in message for message in logs), logs
-    assert release_modes(instance) == ["not attempted"]
+    assert [run for run in runs if dg.AssetKey("hub_release") in (run.asset_selection or ())] == []
     assert_release_not_attempted(console)
+    # the asset page says never materialized, not a green Materialized
+    ui.page.goto(f"{console['url']}/assets/hub_release")
+    ui.page.get_by_text("Never materialized", exact=True).first.wait_for()
 
 
 def test_publish_from_the_launchpad_is_refused_naming_the_failing_checks(console, ui):
-    """Jobs → publish → ▾ (next to Materialize) → Open launchpad → Materialize."""
+    """Jobs → publish → Launchpad → Launch Run (no repository set: the checks come first)."""
     instance = console["instance"]
     page = ui.page
     page.goto(f"{console['url']}/locations/vae_pipeline/jobs/publish")
-    page.get_by_role("button", name="Materialize").first.wait_for()
-    page.locator("button:right-of(button:has-text('Materialize'))").first.click()
-    page.get_by_role("menuitem", name="Open launchpad").click()
-    dialog = page.get_by_role("dialog")
-    launched = answer_to(page, "LaunchPipelineExecution", dialog.get_by_role("button", name="Materialize"))
+    page.get_by_role("tab", name="Launchpad").click()
+    launched = answer_to(page, "LaunchPipelineExecution", page.get_by_role("button", name="Launch Run"))
     assert launched["__typename"] == "LaunchRunSuccess", launched
     (params,) = ui.launched("LaunchPipelineExecution")
-    # the Launchpad launches the job's asset alone, with no check: the release goes by the checks' latest results
-    assert params["executionParams"]["selector"] == {**LOCATION, "pipelineName": "publish",
-                                                     "assetSelection": [{"path": ["hub_release"]}],
+    # the job's one op, the release: no check in its run, so it goes by the checks' latest results
+    assert params["executionParams"]["selector"] == {**LOCATION, "pipelineName": "publish", "assetSelection": [],
                                                      "assetCheckSelection": []}
     assert "dry_run: true" in params["executionParams"]["runConfigData"]
 
@@ -287,9 +323,19 @@ def test_publish_from_the_launchpad_is_refused_naming_the_failing_checks(console
     assert run.status == dg.DagsterRunStatus.FAILURE
     failure = next(e.dagster_event.step_failure_data.user_failure_data.description
                    for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE))
-    assert failure.startswith("publishing refused:")
+    assert failure.startswith("publishing refused:\n- "), failure
+    assert "no dataset repository" not in failure
     assert all(f"dataset_episodes.{name}:" in failure for name in FAILING_CHECKS), failure
     assert "left out:" in failure
+    # issue 29 item 4: each reason's count first, then one problem a line under it
+    lines = failure.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("- dataset_episodes.no_scrub_findings: "))
+    count = int(lines[head].split(": ", 1)[1].split(" ")[0])
+    assert lines[head].endswith(f"{count} finding(s):") and count > 1
+    assert all(line.startswith("  - ") for line in lines[head + 1:head + 1 + min(count, 25)])
+    # what the operator reads: the run's page shows the refusal
+    page.goto(f"{console['url']}/runs/{run.run_id}")
+    page.get_by_text("publishing refused:").first.wait_for()
     assert_release_not_attempted(console)
 
 

@@ -46,7 +46,7 @@ def _remove_unlisted(folder: UPath, keep: set[str]) -> int:
 @dg.asset(code_version="dataset_episodes-1", group_name="dataset", kinds={"zstd"})
 def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, dataset_folder: DatasetFolder,
                      episode_table: pl.DataFrame, dataset_rows: pl.DataFrame):
-    """videos/<id>.mp4, episodes/<date>/<id>.tar.zst and <id>.json for every published row; nothing else."""
+    """`videos/<id>.mp4`, `episodes/<date>/<id>.tar.zst` and `<id>.json` for every published row; nothing else."""
     root = dataset_folder.root
     published = set(dataset_rows["id"].to_list())
     rows = episode_table.filter(pl.col("id").is_in(sorted(published))).to_dicts() if published else []

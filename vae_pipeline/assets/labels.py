@@ -14,7 +14,7 @@ import dagster as dg
 import polars as pl
 from upath import UPath
 
-from vae_pipeline.assets.meta import rubric_file
+from vae_pipeline.assets.meta import RUBRIC_IN_FORCE, rubric_file
 from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.assets.verdicts import answer_of
 from vae_pipeline.domain.errors import unforeseen
@@ -142,38 +142,41 @@ def _label_name(label: str | None) -> str:
     return label or "unjudged"
 
 
+# on rubric_in_force too, not only through `rubric`: Dagster marks an asset unsynced when its own
+# inputs changed, so only a direct edge shows the labels unsynced as soon as the rubric in force changes
 @dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version=HOST_CODE_VERSION,
-          group_name="series", kinds={"duckdb", "parquet"},
+          deps=[RUBRIC_IN_FORCE], group_name="series", kinds={"duckdb", "parquet"},
           check_specs=[dg.AssetCheckSpec("labels_add_up", asset="labels",
                                          description="Every labelled episode of every series has exactly one "
                                                      "label (valid episodes minus invalid judge.json)"),
                        dg.AssetCheckSpec("no_drift_from_stored_host_label", asset="labels",
                                          description="Recomputed labels equal the host label judge.json stored "
                                                      "under the same rubric version (a warning: the host rules "
-                                                     "changed)")])
+                                                     "changed); says how many it compared")])
 def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehouse: Warehouse,
            episodes: dict[str, pl.DataFrame], renders: dict[str, pl.DataFrame],
            verdicts: dict[str, pl.DataFrame], rubric: pl.DataFrame):
     """label, host_rule, host_gates_failed, positive_eligible and the rehosting history, per episode."""
     loaded = rubric_checked_in_force(project_meta, rubric)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    frames, metadata, counted, not_adding_up, drifted = {}, {}, {}, [], []
+    frames, metadata, counted, not_adding_up, drifted, compared = {}, {}, {}, [], [], Counter()
     for series in context.partition_keys:
         frame, changes = record_labels(
             warehouse, series,
             lambda previous, s=series: compute_labels(episodes[s], renders[s], verdicts[s], loaded, previous, now), now)
         frames[series] = frame
-        transitions = Counter(f"{_label_name(old)} → {_label_name(new)}" for old, new in changes)
         counts = Counter(_label_name(label) for label in labelled(frame)["label"].to_list())
-        counted[series] = {"episodes": frame.height, **dict(sorted(counts.items())), "labels_changed": len(changes)}
+        relabelled = labelled(frame).filter(pl.col("rehosted_at") == now)
+        counted[series] = {"episodes": frame.height, **dict(sorted(counts.items())),
+                           "labels_changed": relabelled.height}
         metadata[series] = {
             "episodes": frame.height,
             "label_errors": frame.height - labelled(frame).height,
             "host_rubric_version": loaded.version,
             "labels": dg.MetadataValue.json(dict(sorted(counts.items()))),
-            "labels_changed": len(changes),
-            "transitions": dg.MetadataValue.md("\n".join(f"- {t}: {n}" for t, n in sorted(transitions.items()))
-                                               or "no label changed"),
+            "labels_changed": relabelled.height,
+            "label_history_rows": len(changes),
+            "transitions": transitions_text(labelled(frame), relabelled),
             "preview": markdown_table(frame, ("id", "label", "host_rule", "host_gates_failed", "positive_eligible",
                                               "previous_final_label", "rehosted_at")),
         }
@@ -183,9 +186,11 @@ def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehou
     checked = {series: (episodes[series], verdicts[series], frames[series]) for series in frames}
     checked.update({series: (t["episodes"], t["verdicts"], t["labels"]) for series, t in others.items()})
     for series, (series_episodes, series_verdicts, frame) in sorted(checked.items()):
-        problem, series_drifted = label_problems(series, series_episodes, series_verdicts, frame, loaded.version)
+        problem, series_drifted, series_compared = label_problems(series, series_episodes, series_verdicts, frame,
+                                                                  loaded.version)
         not_adding_up += [problem] if problem else []
         drifted += series_drifted
+        compared.update(series_compared)
     where = {"series_checked": len(checked), "series_in_this_run": len(frames)}
     drift_text = "differ from judge.json host.label: " + ", ".join(
         f"{r['id']} ({r['stored_host_label']} → {_label_name(r['label'])})" for r in drifted[:30])
@@ -196,24 +201,49 @@ def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehou
     yield dg.AssetCheckResult(
         check_name="no_drift_from_stored_host_label", passed=not (drifted or outdated),
         severity=dg.AssetCheckSeverity.WARN,
-        description="; ".join(([drift_text] if drifted else []) + outdated)
-        or f"recomputed labels equal the stored host labels under the judge's rubric version ({len(checked)} series)",
-        metadata={"drifted": len(drifted), **where})
+        description="; ".join(([drift_text] if drifted else []) + outdated) or no_drift_text(compared, loaded.version,
+                                                                                          len(checked)),
+        metadata={"drifted": len(drifted), "compared": compared[loaded.version], **where})
+
+
+def transitions_text(frame: pl.DataFrame, relabelled: pl.DataFrame) -> dg.MarkdownMetadataValue:
+    """The label changes of this run (against the label computed before, or judge.json's host
+    label the first time), and how many rows keep a change of an earlier run."""
+    changes = Counter(f"{_label_name(r['previous_final_label'])} → {_label_name(r['label'])}"
+                      for r in relabelled.iter_rows(named=True))
+    lines = [f"- {t}: {n}" for t, n in sorted(changes.items())] or ["no label changed in this run"]
+    earlier = frame.height - relabelled.height - frame.filter(pl.col("rehosted_at").is_null()).height
+    if earlier:
+        lines.append(f"\n{earlier} episode(s) keep the change of an earlier run (previous_final_label → label, "
+                     "at rehosted_at)")
+    return dg.MetadataValue.md("\n".join(lines))
+
+
+def no_drift_text(compared: Counter, rubric_version: str, series: int) -> str:
+    """A passing drift check: how many labels it compared, and when none, why."""
+    if compared[rubric_version]:
+        return (f"{compared[rubric_version]} recomputed label(s) equal the host label judge.json stored under rubric "
+                f"{rubric_version} ({series} series)")
+    stored = ", ".join(f"{n} under {version}" for version, n in sorted(compared.items())) or "none"
+    return (f"0 compared: no judge.json host label was stored under rubric {rubric_version}, the one in force "
+            f"(stored host labels: {stored}), so there is nothing to drift from ({series} series)")
 
 
 def label_problems(series: str, episodes: pl.DataFrame, verdicts: pl.DataFrame, frame: pl.DataFrame,
-                   rubric_version: str) -> tuple[str | None, list[dict]]:
-    """One series' part of the two checks: why its labels do not add up (None when they do), and
-    its labels that differ from the host label judge.json stored under the same rubric version."""
+                   rubric_version: str) -> tuple[str | None, list[dict], Counter]:
+    """One series' part of the two checks: why its labels do not add up (None when they do), its
+    labels that differ from the host label judge.json stored under the same rubric version, and
+    how many stored host labels there are under each rubric version (those under `rubric_version`
+    are compared)."""
     counts = Counter(_label_name(label) for label in labelled(frame)["label"].to_list())
     expected = episodes.filter(pl.col("valid")).height - verdicts.filter(~pl.col("judge_valid")).height
     expected -= frame.height - labelled(frame).height  # label errors make their episodes invalid
     problem = None if sum(counts.values()) == expected == labelled(frame).height else (
         f"{series}: {dict(sorted(counts.items()))} add up to {sum(counts.values())} of {expected} labelled episodes")
-    drifted = labelled(frame).filter((pl.col("judge_rubric_version") == rubric_version)
-                           & pl.col("stored_host_label").is_not_null()
-                           & (pl.col("stored_host_label") != pl.col("label").fill_null("unjudged"))).to_dicts()
-    return problem, drifted
+    stored = labelled(frame).filter(pl.col("stored_host_label").is_not_null())
+    drifted = stored.filter((pl.col("judge_rubric_version") == rubric_version)
+                            & (pl.col("stored_host_label") != pl.col("label").fill_null("unjudged"))).to_dicts()
+    return problem, drifted, Counter(stored["judge_rubric_version"].fill_null("no version").to_list())
 
 
 def rubric_checked_in_force(project_meta: ProjectMeta, rubric: pl.DataFrame):

@@ -12,7 +12,7 @@ import dagster as dg
 import polars as pl
 
 from vae_pipeline.assets.dataset import join_stages, read_withheld, withheld_source
-from vae_pipeline.assets.metadata import markdown_table
+from vae_pipeline.assets.metadata import REFUSES_THE_RELEASE, markdown_table, problem_list
 from vae_pipeline.assets.scrub_settings import scrub_config
 from vae_pipeline.domain.dataset.dataset_files import (
     AGREEMENT_PARQUET,
@@ -260,7 +260,7 @@ def judge_agreement(context: dg.AssetExecutionContext, dataset_folder: DatasetFo
 
 
 @dg.asset_check(asset=dg.AssetKey("dataset_card"), additional_ins={"entrants": dg.AssetIn("entrants")},
-                description="Every series meta/evaluation.json ranks is published")
+                description="Every series meta/evaluation.json ranks is published" + REFUSES_THE_RELEASE)
 def ranked_series_published(project_meta: ProjectMeta, entrants: pl.DataFrame) -> dg.AssetCheckResult:
     try:
         listed = read_evaluation(project_meta) or []
@@ -279,16 +279,16 @@ def ranked_series_published(project_meta: ProjectMeta, entrants: pl.DataFrame) -
 @dg.asset_check(asset=dg.AssetKey("dataset_card"),
                 additional_ins={"pairwise_judgments": dg.AssetIn("pairwise_judgments"),
                                 "human_votes": dg.AssetIn("human_votes")},
-                description="Every line of comparisons/ (judge batches and human votes) is valid")
+                description="Every line of comparisons/ (judge batches and human votes) is valid" + REFUSES_THE_RELEASE)
 def no_bad_comparisons(pairwise_judgments: pl.DataFrame, human_votes: pl.DataFrame) -> dg.AssetCheckResult:
     bad = pl.concat([frame.filter(pl.col("reason").is_not_null()).select("file", "line", "reason")
                      for frame in (pairwise_judgments, human_votes)]).unique().sort("file", "line")
     problems = [f"comparisons/{r['file']}:{r['line']} {r['reason']}" for r in bad.iter_rows(named=True)]
-    shown = "; ".join(problems[:25]) + (f"; and {len(problems) - 25} more" if len(problems) > 25 else "")
     return dg.AssetCheckResult(
         passed=not problems,
         description="every comparisons line is valid" if not problems else
-        f"{len(problems)} bad comparisons line(s), skipped by the leaderboard: {shown}. Fix or remove the lines.",
+        problem_list(f"{len(problems)} bad comparisons line(s), skipped by the leaderboard:", problems,
+                     "Fix or remove the lines."),
         metadata={"bad_lines": len(problems), "lines": markdown_table(bad, ("file", "line", "reason"))})
 
 

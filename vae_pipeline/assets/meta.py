@@ -2,10 +2,12 @@
 
 import hashlib
 import json
+import warnings
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
+from dagster._core.definitions.data_version import DATA_VERSION_TAG, extract_data_version_from_entry
 
 from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.errors import BadInput
@@ -95,7 +97,44 @@ def rubric_source(project_meta: ProjectMeta) -> str:
     return content_version(path.name, hashlib.sha256(path.read_bytes()).hexdigest())
 
 
-@dg.asset(code_version="rubric-1", group_name="meta", kinds={"json"})
+RUBRIC_IN_FORCE = dg.AssetKey("rubric_in_force")
+
+
+def rubric_in_force_observation(project_meta: ProjectMeta) -> dg.ObserveResult:
+    """What `rubric_in_force` observes: the rubric file in force, its name and bytes the data
+    version (what `rubric` records as its input, so both it and `labels` show unsynced when it changes)."""
+    try:
+        path = rubric_file(project_meta)
+        loaded = load_rubric(path)
+    except RubricError as exc:
+        raise dg.Failure(description=meta_problem(f"{project_meta.root}: {exc}")) from None
+    return dg.ObserveResult(data_version=dg.DataVersion(rubric_source(project_meta)),
+                            metadata={"version": loaded.version, "file": path.name, "rubric_sha256": loaded.sha256})
+
+
+warnings.filterwarnings("ignore", message="Function `observable_source_asset`", category=dg.BetaWarning)
+
+
+@dg.observable_source_asset(key=RUBRIC_IN_FORCE, group_name="meta",
+                            description="The host rubric in force (`VAE_RUBRIC_VERSION`, else the newest "
+                                        "`meta/rubric-v*.json`), observed when `vae ui` or `vae build` starts (or "
+                                        "by *Observe* here). When it changes, `rubric` and every `labels` partition "
+                                        "show unsynced: launch the rehost (Jobs → rehost → Materialize all… → All "
+                                        "→ Launch backfill).")
+def rubric_in_force_asset(project_meta: ProjectMeta) -> dg.ObserveResult:
+    return rubric_in_force_observation(project_meta)
+
+
+def observe_rubric_in_force(instance: dg.DagsterInstance, project_meta: ProjectMeta) -> None:
+    """Record the rubric in force (a run-less observation) unless the latest one says the same."""
+    observed = rubric_in_force_observation(project_meta)
+    latest = instance.get_latest_data_version_record(RUBRIC_IN_FORCE, is_source=True)
+    if latest is None or extract_data_version_from_entry(latest.event_log_entry) != observed.data_version:
+        instance.report_runless_asset_event(dg.AssetObservation(
+            RUBRIC_IN_FORCE, metadata=observed.metadata, tags={DATA_VERSION_TAG: observed.data_version.value}))
+
+
+@dg.asset(deps=[rubric_in_force_asset], code_version="rubric-1", group_name="meta", kinds={"json"})
 def rubric(context: dg.AssetExecutionContext, project_meta: ProjectMeta) -> dg.Output[pl.DataFrame]:
     """The host rubric in force: the newest `meta/rubric-v*.json`, or the configured version."""
     try:

@@ -27,6 +27,21 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+# The end of every publish check's description. Dagster shows them as non-blocking (a blocking
+# check fails the run it is in, and these must not fail a build or a rehost): it is the release
+# that refuses.
+REFUSES_THE_RELEASE = ". A publish check: while it fails, the release is refused (no run fails)."
+
+
+def problem_list(head: str, problems: list[str], way_out: str, limit: int = 25) -> str:
+    """A failing check's description: `head` (the count first), one problem a line (the first
+    `limit`), then the way out."""
+    shown = [f"- {problem}" for problem in problems[:limit]]
+    if len(problems) > limit:
+        shown.append(f"- and {len(problems) - limit} more")
+    return "\n".join([head, *shown, way_out])
+
+
 RUN_SERIES_KEY = "series_in_this_run"
 
 

@@ -1,12 +1,13 @@
 """The publish checks: one per reason the contract gives for refusing to publish.
 
-They are asset checks of their own (not part of an asset's step), so the `publish` job can run
-them against the current files without rebuilding anything. They are not blocking in Dagster's
-sense: a failure shows red on its asset but fails no run, so a build, a rehost or a
-*Materialize all* that did its work ends green whichever way it was launched (a blocking check
-fails its own run, and the UI brings an asset's checks along with it). It is the release that
-refuses: `hub_release` runs after them in the `publish` job and publishes only if every one
-passed in that run. They check `dataset_episodes`, the last asset before the release (the
+They are asset checks of their own (not part of an asset's step), so the `publish_checks` job
+can run them against the current files without rebuilding anything. Dagster shows them as
+non-blocking, and they are: a failure shows red on its asset but fails no run, so a build, a
+rehost or a *Materialize all* that did its work ends green whichever way it was launched (a
+blocking check fails its own run, and the UI brings an asset's checks along with it). It is the
+release that refuses: the `publish` job's op publishes only if every check's latest result
+passed (`vae publish` runs `publish_checks` first); each description ends saying so
+(REFUSES_THE_RELEASE). They check `dataset_episodes`, the last asset before the release (the
 leaderboard's two checks sit on `dataset_card`, which re-renders whenever their inputs change).
 Each description names the episodes and files concerned and the way out.
 """
@@ -23,7 +24,7 @@ from vae_pipeline.assets.dataset_episodes import (
     video_in_place,
 )
 from vae_pipeline.assets.leaderboard import LEADERBOARD_CHECKS
-from vae_pipeline.assets.metadata import markdown_table
+from vae_pipeline.assets.metadata import REFUSES_THE_RELEASE, markdown_table, problem_list
 from vae_pipeline.domain.dataset.dataset_files import rows_files_disagree
 from vae_pipeline.domain.episodes.provenance import (
     ACTOR_COLUMNS,
@@ -39,27 +40,23 @@ from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta
 
 TABLE = {"episode_table": dg.AssetIn("episode_table")}
 ITEMS = "items"  # what a check says by episode, one `said_of` each: the review site links them
-# The op tags of a step that reads the checks' results (the release, the review site): in a run
+# The op tags of a step that reads the checks' results (the review site): in a run
 # with the checks, the in-process executor starts the highest priority first, so it comes after.
 AFTER_THE_CHECKS = {"dagster/priority": "-1"}
 
 
-def _listing(problems: list[str], limit: int = 25) -> str:
-    shown = "; ".join(problems[:limit])
-    return shown + (f"; and {len(problems) - limit} more" if len(problems) > limit else "")
-
-
 def _by_episode(passed: str, said: list[dict], failed: str, way_out: str, **metadata) -> dg.AssetCheckResult:
-    """The result of a check that says what is wrong by episode (`said_of`): its description
-    lists them after `failed`, its ITEMS give them one by one for the review site to link."""
+    """The result of a check that says what is wrong by episode (`said_of`): its description is
+    `failed` (the count), then one problem a line, then the way out; its ITEMS give them one by
+    one for the review site to link."""
     problems = [f"{i['series']}/{i['id']}: {i['text']}" if i["id"] else i["text"] for i in said]
     return dg.AssetCheckResult(
-        passed=not said, description=passed if not said else f"{failed}{_listing(problems)}. {way_out}",
+        passed=not said, description=passed if not said else problem_list(failed, problems, way_out),
         metadata={**metadata, ITEMS: dg.MetadataValue.json(said)})
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="No invalid episode in a published series")
+                description="No invalid episode in a published series" + REFUSES_THE_RELEASE)
 def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     withheld_episodes, withheld_series = read_withheld(project_meta)
     blocking = episode_table.filter(
@@ -70,19 +67,20 @@ def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) 
                     + f" {r['error_reason']}") for r in blocking.iter_rows(named=True)]
     return _by_episode(
         "every episode of the published series is valid", said,
-        f"{len(said)} invalid episode(s) in completed series: ",
+        f"{len(said)} invalid episode(s) in completed series:",
         f"Fix the input, or list the episode or series with a reason in meta/{WITHHELD} to leave it out.",
         invalid=len(said),
         episodes=markdown_table(blocking, ("series", "id", "error_file", "error_line", "error_reason")))
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="No unreviewed scrub finding (e-mail, IP, leftover credential) in a published file")
+                description="No unreviewed scrub finding (e-mail, IP, leftover credential) in a published file"
+                + REFUSES_THE_RELEASE)
 def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     said = [said_of(r, f"{f['file']}:{f['line']} {f['kind']}")
             for r in published_rows(dataset_folder, episode_table) for f in r["findings"] or [] if not f["allowed"]]
     return _by_episode(
-        "no unreviewed finding", said, f"{len(said)} finding(s): ",
+        "no unreviewed finding", said, f"{len(said)} finding(s):",
         "Fix the input, accept a reviewed finding with `vae allow EPISODE FILE:LINE KIND --reason …` (it lists "
         "the finding's file, kind and every one of its sha256s from the manifest's scrub.findings in "
         f"meta/scrub-allow.jsonl, all at once), or withhold the episode in meta/{WITHHELD}.",
@@ -90,36 +88,41 @@ def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="Every archive and its members have the size and sha256 their manifest lists")
+                description="Every archive and its members have the size and sha256 their manifest lists"
+                + REFUSES_THE_RELEASE)
 def files_match_manifests(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     said = [said_of(row, p) for row in published_rows(dataset_folder, episode_table)
             for p in archive_problems(dataset_folder.root, row)]
-    return _by_episode("every archive matches its manifest", said, f"{len(said)} archive(s) unlike their manifest: ",
-                       "Rebuild (vae build) to rewrite the files, or withhold the episode.")
+    return _by_episode("every archive matches its manifest", said,
+                       f"{len(said)} archive problem(s) against the manifests:", "Rebuild (vae build) to rewrite the files, or withhold the episode.")
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="Every delivered video is in videos/, byte-identical")
+                description="Every delivered video is in videos/, byte-identical" + REFUSES_THE_RELEASE)
 def delivered_videos_present(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     said = [said_of(row, row["video"]) for row in published_rows(dataset_folder, episode_table)
             if row["video"] and not video_in_place(dataset_folder.root, row)]
     return _by_episode("every delivered video is in videos/", said,
-                       f"{len(said)} delivered video(s) missing or different in videos/: ",
+                       f"{len(said)} delivered video(s) missing or different in videos/:",
                        "Rebuild, or withhold the episode.")
 
 
 @dg.asset_check(asset=dataset_episodes,
-                description="episodes.jsonl, the archives and the manifests name the same episodes")
+                description="episodes.jsonl, the archives and the manifests name the same episodes"
+                + REFUSES_THE_RELEASE)
 def rows_and_archives_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResult:
-    return _by_episode("rows, archives and manifests agree", rows_vs_archives(dataset_folder.root), "",
+    said = rows_vs_archives(dataset_folder.root)
+    return _by_episode("rows, archives and manifests agree", said,
+                       f"{len(said)} disagreement(s) between episodes.jsonl, the archives and the manifests:",
                        "Rebuild (vae build) so rows and archives are written together.")
 
 
 @dg.asset_check(asset=dataset_episodes,
-                description="episodes.jsonl and data/episodes.parquet hold the same rows")
+                description="episodes.jsonl and data/episodes.parquet hold the same rows" + REFUSES_THE_RELEASE)
 def jsonl_and_parquet_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResult:
-    return _by_episode("episodes.jsonl and data/episodes.parquet hold the same rows",
-                       rows_files_disagree(dataset_folder.root), "",
+    said = rows_files_disagree(dataset_folder.root)
+    return _by_episode("episodes.jsonl and data/episodes.parquet hold the same rows", said,
+                       f"{len(said)} row(s) that episodes.jsonl and data/episodes.parquet disagree on:",
                        "Rebuild (vae build) so both are written again from one frame.")
 
 
@@ -141,40 +144,43 @@ def _series_items(problems: list[str]) -> dg.JsonMetadataValue:
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="Every published series ran committed harness code (harness.commit, not dirty)")
+                description="Every published series ran committed harness code (harness.commit, not dirty)"
+                + REFUSES_THE_RELEASE)
 def harness_committed(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     problems = uncommitted_series(_published_provenance(project_meta, episode_table))
     return dg.AssetCheckResult(
         passed=not problems,
         description="every published series names its harness commit, with no local changes" if not problems else
-        f"{len(problems)} series ran harness code that was not committed: {_listing(problems)}. Run the series "
-        f"again from a committed harness (series.json harness.commit, harness.dirty false), {WITHHOLD_SERIES}.",
+        problem_list(f"{len(problems)} series ran harness code that was not committed:", problems,
+                     "Run the series again from a committed harness (series.json harness.commit, harness.dirty "
+                     f"false), {WITHHOLD_SERIES}."),
         metadata={"series_at_fault": len(problems), ITEMS: _series_items(problems)})
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="Every published series has a benchmark_version MAJOR.MINOR.PATCH")
+                description="Every published series has a benchmark_version MAJOR.MINOR.PATCH" + REFUSES_THE_RELEASE)
 def benchmark_versioned(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     problems = unversioned_series(_published_provenance(project_meta, episode_table))
     return dg.AssetCheckResult(
         passed=not problems,
         description="every published series has a benchmark_version" if not problems else
-        f"{len(problems)} series without a benchmark version: {_listing(problems)}. Record the benchmark "
-        f"version the series ran (series.json benchmark_version, MAJOR.MINOR.PATCH), {WITHHOLD_SERIES}.",
+        problem_list(f"{len(problems)} series without a benchmark version:", problems,
+                     "Record the benchmark version the series ran (series.json benchmark_version, "
+                     f"MAJOR.MINOR.PATCH), {WITHHOLD_SERIES}."),
         metadata={"series_at_fault": len(problems), ITEMS: _series_items(problems)})
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="The episodes of each published series ran one actor: the same model, Claude Code "
-                            "version (= actor.cli), tools, system prompt and tool definitions")
+                            "version (= actor.cli), tools, system prompt and tool definitions" + REFUSES_THE_RELEASE)
 def one_actor_per_series(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     rows = _published_provenance(project_meta, episode_table)
     said, unrecorded = actor_disagreements(rows), unrecorded_actors(rows)
-    noted = f" Not compared — {_listing(unrecorded)}." if unrecorded else ""
+    noted = f" Not compared — {'; '.join(unrecorded)}." if unrecorded else ""
     return _by_episode(
         "the episodes of every published series agree on what ran, as far as their logs record it" + noted, said,
         f"{len(said)} disagreement(s) on what ran (messages.jsonl system/init line against series.json's actor, "
-        "transcript/api-request-shape.json): ",
+        "transcript/api-request-shape.json):",
         f"Run the odd episodes again with the series' actor, or list them (or the series) with a reason in "
         f"meta/{WITHHELD} to leave them out.{noted}",
         disagreements=len(said), not_recorded=len(unrecorded))

@@ -57,6 +57,7 @@ def parser() -> argparse.ArgumentParser:
     ui.add_argument("--runs", required=True, help="a folder or s3://bucket/prefix")
     ui.add_argument("--out", required=True, help="a folder or s3://bucket/prefix")
     ui.add_argument("--rubric-version")
+    ui.add_argument("--repo", help="ORG/NAME of the dataset repository the publish job releases to")
     ui.add_argument("--port", type=int, default=3000)
     ui.add_argument("--host", default="127.0.0.1", help="address the webserver listens on")
     ui.set_defaults(func=cmd_ui)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from vae_pipeline.assets.meta import check_meta_folder
+from vae_pipeline.assets.meta import check_meta_folder, observe_rubric_in_force
 from vae_pipeline.domain.objects import absolute, is_local, location, put_tree, scratch_root
 from vae_pipeline.automation.planner import next_runs, stale, sync_series
 from vae_pipeline.cli.common import CliError, episode_table_rows, paths_of, run_error, say, settings, writing
@@ -63,6 +63,7 @@ def _build(instance: dg.DagsterInstance, env: dict[str, str], max_rounds: int, l
     runs_root, project_meta = resources["runs_root"], resources["project_meta"]
     try:
         check_meta_folder(project_meta)
+        observe_rubric_in_force(instance, project_meta)  # what `rubric` records it was made from
     except dg.Failure as exc:
         raise CliError(exc.description) from None
     resources["warehouse"].record_build(env["VAE_RUNS_ROOT"], env["VAE_DATASET_DIR"])
@@ -145,7 +146,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     say(f"invalid episodes: {len(summary['invalid_episodes'])}")
     for check in summary["checks"]:
         if check["passed"] is False:
-            say(f"check failed: {check['asset']}.{check['check']}: {check['description']}")
+            described = (check["description"] or "").replace("\n", "\n  ")  # its lines under it
+            say(f"check failed: {check['asset']}.{check['check']}: {described}")
         elif check["passed"] is None:
             say(f"check {check['status']}: {check['asset']}.{check['check']}")
     say(f"dataset: {absolute(args.out)} ({time.monotonic() - started:.1f} s)")

@@ -1,4 +1,4 @@
-"""`vae publish`: the blocking checks, then the release to the Hub (a dry run unless --yes)."""
+"""`vae publish`: the publish checks, then the release to the Hub (a dry run unless --yes)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from vae_pipeline.assets.hub_release import left_out, refusal_text
-from vae_pipeline.cli.common import CliError, episode_table_rows, run_error, say, settings, writing
+from vae_pipeline.assets.hub_release import PUBLISH_CHECKS_JOB, PUBLISH_JOB
+from vae_pipeline.cli.common import CliError, run_error, say, settings, writing
 from vae_pipeline.definitions import defs, resources_from_environ
 from vae_pipeline.domain.objects import absolute, location
 from vae_pipeline.engines.recovery import process_tags
@@ -18,7 +18,8 @@ from vae_pipeline.storage.resources import Warehouse
 
 def publish(dataset: str | Path, repo: str, *, runs: str | Path | None = None, yes: bool = False, pr: bool = False,
             log_level: str = "CRITICAL") -> tuple[bool, str]:
-    """Run the `publish` job (blocking checks, then hub_release); (published or planned, text).
+    """Run the `publish_checks` job, then the `publish` job, which refuses unless every check
+    passed (a refusal is its failed run); (published or planned, text).
     `dataset` (and `runs`) is a folder or an `s3://bucket/prefix`."""
     dataset_url = absolute(str(dataset))
     check_bucket("VAE_DATASET_DIR", dataset_url)
@@ -28,20 +29,20 @@ def publish(dataset: str | Path, repo: str, *, runs: str | Path | None = None, y
         runs_root = _runs_root(env, dataset_url, runs)
     with settings(VAE_DATASET_DIR=dataset_url, VAE_HUB_REPO=repo, VAE_RUNS_ROOT=runs_root) as env, \
             writing(env) as instance:
-        result = defs.resolve_job_def("publish").execute_in_process(
+        logging = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+        checked = defs.resolve_job_def(PUBLISH_CHECKS_JOB).execute_in_process(
+            instance=instance, raise_on_error=False, tags=process_tags(writer=True), run_config=logging)
+        if not checked.success:
+            return False, _failure_description(checked)
+        # whatever the checks said: a refusal is the release's, recorded as its failed run
+        result = defs.resolve_job_def(PUBLISH_JOB).execute_in_process(
             instance=instance, raise_on_error=False, tags=process_tags(writer=True),
-            run_config={"ops": {"hub_release": {"config": {"dry_run": not yes, "create_pr": pr}}},
-                        "loggers": {"console": {"config": {"log_level": log_level}}}})
-        for event in result.get_asset_materialization_events():
-            metadata = event.step_materialization_data.materialization.metadata
-            text = metadata["plan"].value.strip("`\n")
-            if "url" in metadata:
-                text += f"\npublished: {metadata['url'].value}"
-            return True, text
-        failed = [f"{e.asset_key.to_user_string()}.{e.check_name}: {e.description}"
-                  for e in result.get_asset_check_evaluations() if not e.passed]
-        if failed:
-            return False, refusal_text(failed, _left_out(env))
+            run_config={"ops": {"hub_release": {"config": {"dry_run": not yes, "create_pr": pr}}}, **logging})
+        for event in result.all_events:
+            if event.is_successful_output:
+                metadata = event.step_output_data.metadata
+                text = metadata["plan"].value.strip("`\n")
+                return True, text + (f"\npublished: {metadata['url'].value}" if "url" in metadata else "")
     return False, _failure_description(result)
 
 
@@ -65,13 +66,6 @@ def _runs_root(env: dict[str, str], dataset_url: str, runs: str | Path | None) -
         raise CliError(f"runs root {runs_root} (read by the last build in VAE_HOME {home}) is not a folder: "
                        "name it with --runs")
     return runs_root
-
-
-def _left_out(env: dict[str, str]) -> list[str]:
-    """What the plan leaves out, from the last build's episode_table (the same lines as the plan)."""
-    resources = resources_from_environ(env)
-    statuses = episode_table_rows(resources["warehouse"], "SELECT DISTINCT series, series_status FROM episode_table")
-    return left_out(resources["project_meta"], statuses, resources["runs_root"], resources["scrub_settings"])
 
 
 def _failure_description(result: dg.ExecuteInProcessResult) -> str:

@@ -11,7 +11,7 @@ import base64
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.assets.dataset import join_stages, read_withheld, withheld_source
+from vae_pipeline.assets.dataset import join_stages, read_withheld, stage_tables, withheld_source
 from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.dataset.dataset_files import (
     AGREEMENT_PARQUET,
@@ -44,8 +44,8 @@ from vae_pipeline.domain.objects import write_if_changed
 from vae_pipeline.domain.dataset.rows import publishable
 from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
 from vae_pipeline.domain.episodes.series import COMPARISONS_DIR, discover_series
-from vae_pipeline.storage.io_manager import parquet_bytes, series_tables
-from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, RunsRoot
+from vae_pipeline.storage.io_manager import parquet_bytes
+from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, RunsRoot, Warehouse
 from vae_pipeline.storage.versions import (
     content_version,
     frame_version,
@@ -85,10 +85,10 @@ def entrants_source(runs_root: RunsRoot, project_meta: ProjectMeta) -> str:
                            sorted(actor_models(runs_root).items()))
 
 
-@dg.asset(code_version="entrants-2", group_name="leaderboard", kinds={"polars"})
+@dg.asset(code_version="entrants-2", group_name="leaderboard", kinds={"polars"},
+          deps=("episodes", "verdicts", "bundles"))
 def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
-             episodes: dict[str, pl.DataFrame], verdicts: dict[str, pl.DataFrame],
-             bundles: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
+             warehouse: Warehouse) -> dg.Output[pl.DataFrame]:
     """Every published episode with its actor model, its judge's scores, and whether it is ranked
     (its series is listed in `meta/evaluation.json`, or there is none; not a harness error; of the
     newest benchmark minor version), or why not."""
@@ -97,7 +97,7 @@ def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_met
     except BadInput as exc:
         raise dg.Failure(description=f"meta/{exc}") from None
     withheld_episodes, withheld_series = read_withheld(project_meta)
-    table = join_stages(*(series_tables(stage) for stage in (episodes, verdicts, bundles)))
+    table = join_stages(*stage_tables(context, warehouse, ("episodes", "verdicts", "bundles")))
     published = publishable(table, withheld_episodes, withheld_series) if table.height else table
     models = actor_models(runs_root)
     unjudged = [pl.lit(None, pl.Int64).alias(f"answer_{axis}") for axis in SCORE_AXES

@@ -16,7 +16,7 @@ from vae_pipeline.assets.dataset import dataset_rows, read_withheld
 from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.meta import dataset_meta, published_meta_files, rubric_file
-from vae_pipeline.assets.publish_checks import AFTER_THE_CHECKS, PUBLISH_CHECKS
+from vae_pipeline.assets.publish_checks import AFTER_THE_CHECKS, PUBLISH_CHECKS, PUBLISH_JOB
 from vae_pipeline.domain.dataset.dataset_files import DatasetFolderError, produced_files
 from vae_pipeline.domain.dataset.publish import (
     PublishError,
@@ -30,7 +30,6 @@ from vae_pipeline.storage.checks import RUNNING, check_outcomes
 from vae_pipeline.storage.resources import DatasetFolder, HubRepo, ProjectMeta, RunsRoot
 
 
-PUBLISH_JOB = "publish"  # the job that runs the publish checks, then the release
 NOT_ATTEMPTED = "not attempted"  # the mode of a hub_release materialized outside the publish job
 
 

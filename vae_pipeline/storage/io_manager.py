@@ -164,12 +164,14 @@ def other_series_tables(context: dg.AssetExecutionContext, warehouse: Warehouse,
     series' failure). Also, one line for each series whose stored tables lack a column the check
     reads (written by an older version of the code and not materialized since): the check cannot
     vouch for it. Only the files changed since the asset's last check are read
-    (`stored_series_tables`)."""
+    (`stored_series_tables`); the run's own series too, so that the next run over other series
+    finds them read (a build of every series reads them all once)."""
+    every = context.instance.get_dynamic_partitions(SERIES)
     in_run = set(context.partition_keys)
-    others = [s for s in context.instance.get_dynamic_partitions(SERIES) if s not in in_run]
+    others = [s for s in every if s not in in_run]
     stages = {stage: tuple(names) for stage, names in columns.items()}
     reader = f"{context.asset_key.to_user_string()}-checks"
-    tables, faults = stored_series_tables(warehouse, reader, stages, others)
+    tables, faults = stored_series_tables(warehouse, reader, stages, every)
     split = {stage: table.partition_by("series", as_dict=True, maintain_order=True) for stage, table in tables.items()}
     result, outdated = {}, []
     for series in others:

@@ -52,6 +52,7 @@ class Timing:
     """Where one build's wall time went."""
 
     total: float = 0.0
+    cpu: float = 0.0  # the process's CPU time, all threads
     runs: list[tuple[str | None, list[str], float, float]] = field(default_factory=list)  # partition, assets, wall, steps
     steps: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # step key -> seconds, summed
     planning: list[float] = field(default_factory=list)
@@ -71,12 +72,13 @@ class Timing:
 @contextlib.contextmanager
 def instrumented(timing: Timing):
     """Time every `execute_in_process` (and its steps) and every staleness pass of `build`."""
-    from vae_pipeline import cli, refresh
+    from vae_pipeline.automation import planner
+    from vae_pipeline.cli import build
 
     original_execute = dg.JobDefinition.execute_in_process
-    original_stale = refresh.stale
-    # build() may call `stale` through the refresh module or through the name cli imported from it
-    holders = [m for m in (refresh, cli) if getattr(m, "stale", None) is original_stale]
+    original_stale = planner.stale
+    # build() calls `stale` through the name it imported from the planner
+    holders = [m for m in (planner, build) if getattr(m, "stale", None) is original_stale]
 
     def execute(self, *args, **kwargs):
         start = time.perf_counter()
@@ -110,21 +112,27 @@ def instrumented(timing: Timing):
             module.stale = original_stale
 
 
-def timed_build(runs: Path, out: Path, rubric_version: str | None, profile: bool = False) -> tuple[dict, Timing]:
+def timed_build(runs: Path, out: Path, rubric_version: str | None, profile: bool = False,
+                dump: Path | None = None) -> tuple[dict, Timing]:
+    """One `build`, timed (wall and this process's CPU time); with `profile`, its cProfile printed,
+    or written to `dump`."""
     from vae_pipeline.cli.build import build
 
     timing = Timing()
-    profiler = cProfile.Profile() if profile else None
+    profiler = cProfile.Profile() if profile or dump else None
     quiet = io.StringIO()  # build() prints a line per stage
     with instrumented(timing), contextlib.redirect_stdout(quiet):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         if profiler:
             profiler.enable()
         summary = build(runs, out, rubric_version=rubric_version)
         if profiler:
             profiler.disable()
         timing.total = time.perf_counter() - start
-    if profiler:
+        timing.cpu = time.process_time() - cpu
+    if dump:
+        profiler.dump_stats(dump)
+    elif profiler:
         text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(25)
         print("\n".join(text.getvalue().splitlines()[4:40]))

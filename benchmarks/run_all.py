@@ -1,6 +1,6 @@
 """Run every benchmark in one process, with modest sizes, and print each one's ratios at the end.
 
-    python benchmarks/run_all.py [--only facts,scrub,bundles,parse,rehost,backfill,memory,review,leaderboard] [--full]
+    python benchmarks/run_all.py [--only facts,scrub,bundles,parse,rehost,backfill,memory,review,leaderboard,scale] [--full]
 
   facts   bench_facts.py   renders step vs ffmpeg blackdetect+freezedetect and decode-only
   scrub   bench_scrub.py   scrub vs detect-secrets
@@ -12,6 +12,7 @@
   review  bench_review.py  the review site for 500 episodes, full and after one new series (<= 5 s, <= 1 s)
   leaderboard  bench_leaderboard.py  Bradley–Terry + bootstrap vs scikit-learn's arena recipe
   backfill bench_backfill.py runs created by a build and a rehost over many series (goal <= 10)
+  scale   bench_scale.py   unchanged build, one new series, rehost and the review site's rewrites at N episodes
 
 The sizes below keep the whole run under ~15 minutes on a 2-core machine; --full runs each
 benchmark with its own defaults instead. An external tool that is missing (ffmpeg, zstd,
@@ -69,6 +70,9 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
                      r"^whole leaderboard"]),
     "memory": ("bench_memory", [], [r"^episode: ", r"^bundle peak RSS", r"^tar -I", r"peak RSS ratio", r"not installed"]),
     "backfill": ("bench_backfill", ["--series", "50"], [r"^cpus: ", r"^after ", r"^FAIL: "]),
+    "scale": ("bench_scale", ["--episodes", "100", "--floor", "100"],
+              [r"^cpus: ", r"^Dagster floor", r"^N=\d+ results", r"^  (full build|unchanged|new series above|rehost|review site)",
+               r"^FAIL "]),
 }
 
 

@@ -2,6 +2,7 @@
 to the Hub stand-in, through the real huggingface_hub client."""
 
 import json
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -172,3 +173,25 @@ def test_publish_is_refused_with_every_reason_then_goes_out_in_one_commit(sample
     records = instance.fetch_materializations(dg.AssetKey("hub_release"), limit=10).records
     assert [r.asset_materialization.metadata["mode"].value for r in records] == ["unchanged", "commit"]
     assert not defs.resolve_asset_graph().get(dg.AssetKey("hub_release")).is_executable
+
+
+def test_the_publish_job_reads_every_archive_that_builds_found_alike(sample_runs, pipeline_env, tmp_path, hub,
+                                                                     capsys):
+    """A build's check reads again only the archives written since it found them right (by size,
+    mtime and inode); the release reads every byte: an archive changed in place, its size and
+    mtime kept, is refused."""
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    dataset = pipeline_env["dataset"]
+    build(runs, dataset)
+    archive = sorted(dataset.glob("episodes/*/*.tar.zst"))[0]
+    before = archive.stat()
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    with open(archive, "r+b") as handle:  # the same file, its size and mtime kept
+        handle.write(data)
+    os.utime(archive, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert build(runs, dataset)["materialized"] == {}
+    code, out = _publish(capsys, dataset, "--runs", str(runs))
+    assert code == 1
+    refusal = out.split("dataset_episodes.files_match_manifests: ", 1)[1].split("\n- ", 1)[0]
+    assert f"{archive.relative_to(dataset).as_posix()}: sha256 differs from its manifest" in refusal, out

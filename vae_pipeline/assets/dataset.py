@@ -9,7 +9,8 @@ from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.objects import write_if_changed
 from vae_pipeline.domain.dataset.rows import dataset_frame, load_withheld, publishable
-from vae_pipeline.storage.io_manager import parquet_bytes, series_tables
+from vae_pipeline.storage.io_manager import parquet_bytes, stored_series_tables
+from vae_pipeline.storage.partitions import SERIES
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, Warehouse
 from vae_pipeline.storage.versions import (
     frame_version,
@@ -78,22 +79,40 @@ def join_stages(episodes: pl.DataFrame, *stages: pl.DataFrame) -> pl.DataFrame:
 
 
 SERIES_STAGES = [dg.AssetKey(name) for name in ("renders", "verdicts", "labels", "bundles")]
+JOINED = ("episodes", "renders", "verdicts", "labels", "bundles")  # the stages episode_table joins, in order
+
+
+def stage_tables(context: dg.AssetExecutionContext, warehouse: Warehouse, stages: tuple[str, ...]
+                 ) -> list[pl.DataFrame]:
+    """Every series' stored table of each of `stages` (one table per stage), reading only the
+    files changed since this asset last read them; a series whose table is missing fails the
+    step, naming the stage and the series (as loading them as inputs would)."""
+    series = sorted(context.instance.get_dynamic_partitions(SERIES))
+    if not series:
+        return [pl.DataFrame() for _ in stages]
+    tables, faults = stored_series_tables(warehouse, context.asset_key.to_user_string(), dict.fromkeys(stages),
+                                          series)
+    for stage in stages:
+        missing = [s for s in series if f"{stage} missing" in faults.get(s, ())]
+        if missing:
+            raise dg.Failure(description=f"{stage} has not been materialized for series {', '.join(missing)}: "
+                                         "materialize it for them first")
+    return [tables[stage] for stage in stages]
 
 
 @dg.asset(code_version="episode_table-1", group_name="dataset", kinds={"duckdb", "parquet"},
-          pool="warehouse")  # vae_pipeline.engines.pools
-def episode_table(context: dg.AssetExecutionContext, warehouse: Warehouse, episodes: dict[str, pl.DataFrame],
-                  renders: dict[str, pl.DataFrame], verdicts: dict[str, pl.DataFrame],
-                  labels: dict[str, pl.DataFrame], bundles: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
+          pool="warehouse", deps=JOINED)  # vae_pipeline.engines.pools
+def episode_table(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.Output[pl.DataFrame]:
     """Every episode of every series, valid or not, joined across the stages; also in DuckDB.
 
     Refuses (naming the series and the stage) when a series' stage is missing or older than the
     upstream stages it is made from: the rows would read as unjudged or without archives."""
-    outdated = outdated_stages(context.instance, sorted(episodes), SERIES_STAGES)
+    outdated = outdated_stages(context.instance, sorted(context.instance.get_dynamic_partitions(SERIES)),
+                               SERIES_STAGES)
     if outdated:
         raise dg.Failure(description=f"{len(outdated)} series stage(s) missing or out of date: "
                                      f"{'; '.join(outdated[:20])}. Materialize them first (vae build does).")
-    table = join_stages(*(series_tables(stage) for stage in (episodes, renders, verdicts, labels, bundles)))
+    table = join_stages(*stage_tables(context, warehouse, JOINED))
     store_in_duckdb(warehouse, table)
     invalid = table.filter(~pl.col("valid")) if table.height else table
     return dg.Output(table, data_version=frame_version(table), metadata={

@@ -57,7 +57,7 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
             written += place(warehouse.fetch(row["staged_video"]), root / row["video"])
             keep.add(row["video"])
         written += place(warehouse.fetch(row["staged_archive"]), root / row["archive"])
-        manifest = f"{row['archive'].rsplit('/', 1)[0]}/{row['id']}.json"
+        manifest = manifest_name(row)
         written += write_if_changed(root / manifest, manifest_bytes(row, json.loads(row["bundle_parts"])))
         keep |= {row["archive"], manifest}
     removed = (_remove_unlisted(root / "videos", {(root / name).path for name in keep})
@@ -68,6 +68,11 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
         "episodes": len(rows), "files_written": written, "files_removed": removed,
         **record_metadata(context),
     })
+
+
+def manifest_name(row: dict) -> str:
+    """The manifest beside an episode's archive, relative to the dataset folder."""
+    return f"{row['archive'].rsplit('/', 1)[0]}/{row['id']}.json"
 
 
 def published_rows(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> list[dict]:

@@ -20,7 +20,7 @@ from vae_pipeline.assets.dataset import dataset_rows, read_withheld
 from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.meta import dataset_meta, published_meta_files, rubric_file
-from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS
+from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS, PUBLISH_CHECKS_JOB, PUBLISH_JOB
 from vae_pipeline.domain.dataset.dataset_files import DatasetFolderError, produced_files
 from vae_pipeline.domain.dataset.publish import (
     PublishError,
@@ -37,8 +37,6 @@ from vae_pipeline.storage.io_manager import read_table
 from vae_pipeline.storage.resources import DatasetFolder, HubRepo, ProjectMeta, RunsRoot, ScrubSettings, Warehouse
 
 
-PUBLISH_JOB = "publish"  # the job of the release alone (the Launchpad's)
-PUBLISH_CHECKS_JOB = "publish_checks"  # the publish checks against the current files (`vae publish` runs it first)
 HUB_RELEASE = dg.AssetKey("hub_release")
 
 

@@ -11,7 +11,7 @@ import base64
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.assets.dataset import join_stages, read_withheld, withheld_source
+from vae_pipeline.assets.dataset import join_stages, read_withheld, stage_tables, withheld_source
 from vae_pipeline.assets.metadata import REFUSES_THE_RELEASE, markdown_table, problem_list
 from vae_pipeline.assets.scrub_settings import scrub_config
 from vae_pipeline.domain.dataset.dataset_files import (
@@ -45,8 +45,8 @@ from vae_pipeline.domain.objects import write_if_changed
 from vae_pipeline.domain.dataset.rows import publishable
 from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
 from vae_pipeline.domain.episodes.series import COMPARISONS_DIR, discover_series
-from vae_pipeline.storage.io_manager import parquet_bytes, series_tables
-from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, RunsRoot, ScrubSettings
+from vae_pipeline.storage.io_manager import parquet_bytes
+from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, RunsRoot, ScrubSettings, Warehouse
 from vae_pipeline.storage.versions import (
     content_version,
     frame_version,
@@ -87,10 +87,10 @@ def entrants_source(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settin
                            sorted(actor_models(runs_root, scrub_settings).items()))
 
 
-@dg.asset(code_version="entrants-3", group_name="leaderboard", kinds={"polars"})
+@dg.asset(code_version="entrants-4", group_name="leaderboard", kinds={"polars"},
+          deps=("episodes", "verdicts", "bundles"))
 def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
-             scrub_settings: ScrubSettings, episodes: dict[str, pl.DataFrame], verdicts: dict[str, pl.DataFrame],
-             bundles: dict[str, pl.DataFrame]) -> dg.Output[pl.DataFrame]:
+             scrub_settings: ScrubSettings, warehouse: Warehouse) -> dg.Output[pl.DataFrame]:
     """Every published episode with its actor model, its judge's scores, and whether it is ranked
     (its series is listed in `meta/evaluation.json`, or there is none; not a harness error; of the
     newest benchmark minor version), or why not."""
@@ -99,7 +99,7 @@ def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_met
     except BadInput as exc:
         raise dg.Failure(description=f"meta/{exc}") from None
     withheld_episodes, withheld_series = read_withheld(project_meta)
-    table = join_stages(*(series_tables(stage) for stage in (episodes, verdicts, bundles)))
+    table = join_stages(*stage_tables(context, warehouse, ("episodes", "verdicts", "bundles")))
     published = publishable(table, withheld_episodes, withheld_series) if table.height else table
     models = actor_models(runs_root, scrub_settings)
     unjudged = [pl.lit(None, pl.Int64).alias(f"answer_{axis}") for axis in SCORE_AXES

@@ -12,12 +12,16 @@ leaderboard's two checks sit on `dataset_card`, which re-renders whenever their 
 Each description names the episodes and files concerned and the way out.
 """
 
+import json
+from collections.abc import Callable
+
 import dagster as dg
 import polars as pl
 
 from vae_pipeline.assets.dataset import WITHHELD, read_withheld
 from vae_pipeline.assets.dataset_episodes import (
     archive_problems,
+    manifest_name,
     dataset_episodes,
     published_rows,
     rows_vs_archives,
@@ -36,8 +40,12 @@ from vae_pipeline.domain.episodes.provenance import (
 )
 from vae_pipeline.domain.check_items import said_of
 from vae_pipeline.domain.dataset.rows import publishable
-from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta
+from vae_pipeline.domain.objects import exists, listed_identity, listing, put_bytes, read_bytes
+from vae_pipeline.storage.io_manager import ROLLUPS
+from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, Warehouse
 
+PUBLISH_JOB = "publish"  # the job of the release alone (the Launchpad's)
+PUBLISH_CHECKS_JOB = "publish_checks"  # the publish checks against the current files (`vae publish` runs it first)
 TABLE = {"episode_table": dg.AssetIn("episode_table")}
 ITEMS = "items"  # what a check says by episode, one `said_of` each: the review site links them
 # The op tags of a step that reads the checks' results (the review site): in a run
@@ -87,21 +95,58 @@ def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame
         findings=len(said))
 
 
+def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse, dataset_folder: DatasetFolder,
+                    episode_table: pl.DataFrame, folder: str, digest: str, files_of: Callable[[dict], list[str]],
+                    problems_of: Callable[[dict], list[str]]) -> list[dict]:
+    """What `problems_of` says of each published row (`said_of`), asked only for the rows whose
+    files (`files_of`, under `folder`) were written since this check last found them right, by
+    their identity (size and mtime/inode, or ETag) and the row's own `digest` column. In the
+    `publish_checks` job (what `vae publish` runs before the release) every row is asked."""
+    record = warehouse.home / ROLLUPS / f"{context.check_specs[0].name}.json"
+    before: dict[str, str] = {}
+    if context.run.job_name != PUBLISH_CHECKS_JOB and exists(record):
+        try:
+            before = dict(json.loads(read_bytes(record)))
+        except ValueError:  # a record that cannot be read costs reading the files again
+            before = {}
+    listed = listing(dataset_folder.root / folder)
+    said, alike = [], {}
+    for row in published_rows(dataset_folder, episode_table):
+        names = files_of(row)
+        if not names:
+            continue
+        found = [listed.get(name.removeprefix(f"{folder}/")) for name in names]
+        identity = "|".join([*(listed_identity(info) for info in found), row[digest] or ""]) \
+            if all(found) else None
+        problems = [] if identity is not None and before.get(names[0]) == identity else problems_of(row)
+        said += [said_of(row, p) for p in problems]
+        if identity is not None and not problems:
+            alike[names[0]] = identity
+    if alike != before:
+        put_bytes(record, json.dumps(alike, sort_keys=True).encode())
+    return said
+
+
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="Every archive and its members have the size and sha256 their manifest lists"
                 + REFUSES_THE_RELEASE)
-def files_match_manifests(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    said = [said_of(row, p) for row in published_rows(dataset_folder, episode_table)
-            for p in archive_problems(dataset_folder.root, row)]
-    return _by_episode("every archive matches its manifest", said,
-                       f"{len(said)} archive problem(s) against the manifests:", "Rebuild (vae build) to rewrite the files, or withhold the episode.")
+def files_match_manifests(context: dg.AssetCheckExecutionContext, dataset_folder: DatasetFolder,
+                          warehouse: Warehouse, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
+    said = _problems_since(context, warehouse, dataset_folder, episode_table, "episodes", "archive_sha256",
+                           lambda row: [row["archive"], manifest_name(row)],
+                           lambda row: archive_problems(dataset_folder.root, row))
+    return _by_episode("every archive matches its manifest", said, f"{len(said)} archive problem(s) against the manifests:",
+                      
+                       "Rebuild (vae build) to rewrite the files, or withhold the episode.")
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="Every delivered video is in videos/, byte-identical" + REFUSES_THE_RELEASE)
-def delivered_videos_present(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    said = [said_of(row, row["video"]) for row in published_rows(dataset_folder, episode_table)
-            if row["video"] and not video_in_place(dataset_folder.root, row)]
+def delivered_videos_present(context: dg.AssetCheckExecutionContext, dataset_folder: DatasetFolder,
+                             warehouse: Warehouse, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
+    said = _problems_since(context, warehouse, dataset_folder, episode_table, "videos", "video_sha256",
+                           lambda row: [row["video"]] if row["video"] else [],
+                           lambda row: [] if video_in_place(dataset_folder.root, row) else [row["video"]])
     return _by_episode("every delivered video is in videos/", said,
                        f"{len(said)} delivered video(s) missing or different in videos/:",
                        "Rebuild, or withhold the episode.")

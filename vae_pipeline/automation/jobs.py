@@ -2,7 +2,8 @@
 
 import dagster as dg
 
-from vae_pipeline.assets.hub_release import PUBLISH_CHECKS_JOB, PUBLISH_JOB, hub_release
+from vae_pipeline.assets.hub_release import hub_release
+from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS_JOB, PUBLISH_JOB
 
 # Any subset of the graph (the release is not one: only the `publish` job materializes
 # `hub_release`): the planner picks the stale assets of a range of series (or the unpartitioned

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from vae_pipeline.assets.hub_release import PUBLISH_CHECKS_JOB, PUBLISH_JOB
+from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS_JOB, PUBLISH_JOB
 from vae_pipeline.cli.common import CliError, run_error, say, settings, writing
 from vae_pipeline.definitions import defs, resources_from_environ
 from vae_pipeline.domain.objects import absolute, location

@@ -257,6 +257,12 @@ def listing(folder: UPath) -> dict[str, dict]:
     return {name[len(folder.path):].lstrip("/"): info for name, info in found.items() if info.get("type") == "file"}
 
 
+def listed_identity(info: dict) -> str:
+    """Which bytes a file of a `listing` holds, without reading them: its size and mtime and inode
+    on disk (a write through a temp name gets a new inode), its size and ETag on a bucket."""
+    return f"{info.get('size')}/{info.get('ETag') or (info.get('mtime'), info.get('ino'))}"
+
+
 def files_under(folder: UPath) -> Iterator[tuple[str, UPath]]:
     """(relative name, path) of every file under `folder`, sorted."""
     folder = location(folder)

@@ -20,6 +20,8 @@ from upath import UPath
 
 from vae_pipeline.domain.objects import (
     is_local,
+    listed_identity,
+    listing,
     local_path,
     put_bytes,
     read_bytes,
@@ -98,35 +100,91 @@ class ParquetTableIOManager(dg.ConfigurableIOManagerFactory):
         return SeriesTables(self.warehouse)
 
 
+ROLLUPS = "rollups"  # under the home: what each reader of every series' tables read last time
+_SOURCE = "_source"  # the stored file each row came from: size and mtime/inode on disk, ETag on a bucket
+
+
+def stored_series_tables(warehouse: Warehouse, reader: str, stages: Mapping[str, Iterable[str] | None],
+                         series: Iterable[str]) -> tuple[dict[str, pl.DataFrame], dict[str, list[str]]]:
+    """Every series' stored table of each stage, as one table per stage (each row with its
+    `series`, the rows sorted by series, a series' own rows in their order), and per series the
+    stages whose file is missing or lacks a column of `stages` (None: every column is kept).
+
+    Reading N series costs one listing per stage and the files that changed since `reader` last
+    read them: `rollups/<reader>/<stage>.parquet` keeps the rows read, each with the identity of
+    its file (size and mtime/inode, or ETag), so a file replaced since is read again and the rows
+    of a series no longer asked for are dropped. A series whose file lacks a column, or that has no
+    rows, is not kept and is read every time. The copy is written whole (readers never see half
+    of it); one lost or stale copy only costs reading again."""
+    wanted = list(dict.fromkeys(series))
+    tables, faults = {}, {}
+    for stage, columns in stages.items():
+        folder = warehouse.home / "tables" / stage
+        found = listing(folder)
+        sources = {s: listed_identity(found[f"{s}.parquet"]) for s in wanted if f"{s}.parquet" in found}
+        for s in wanted:
+            if s not in sources:
+                faults.setdefault(s, []).append(f"{stage} missing")
+        copy = warehouse.home / ROLLUPS / reader / f"{stage}.parquet"
+        try:
+            kept = read_table(copy)
+            kept.select("series", _SOURCE)
+        except Exception:  # noqa: BLE001 — a copy that cannot be read costs reading the files again
+            kept = None
+        known = dict(kept.select("series", _SOURCE).unique().iter_rows()) if kept is not None else {}
+        fresh = [s for s in sources if known.get(s) != sources[s]]
+        unchanged = set(sources) - set(fresh)
+        parts = [] if kept is None else [kept.filter(pl.col("series").is_in(sorted(unchanged)))]
+        for s in fresh:
+            try:
+                frame = read_table(folder / f"{s}.parquet")
+            except FileNotFoundError:
+                faults.setdefault(s, []).append(f"{stage} missing")
+                continue
+            lacking = [c for c in columns or () if c not in frame.columns]
+            if lacking:
+                faults.setdefault(s, []).append(f"{stage}." + f", {stage}.".join(lacking))
+                continue
+            frame = _with_series(frame.select(*columns) if columns is not None else frame, s)
+            parts.append(frame.with_columns(pl.lit(sources[s], pl.String).alias(_SOURCE)))
+        table = pl.concat(parts, how="diagonal_relaxed").sort("series", maintain_order=True) if parts \
+            else pl.DataFrame(schema={"series": pl.String, _SOURCE: pl.String})
+        # a series with no rows leaves its columns but no identity: it is read again next time
+        if kept is None or set(known) != unchanged or any(p.height for p in parts[1 if kept is not None else 0:]):
+            put_bytes(copy, parquet_bytes(table))
+        tables[stage] = table.drop(_SOURCE)
+    return tables, faults
+
+
 def other_series_tables(context: dg.AssetExecutionContext, warehouse: Warehouse, columns: Mapping[str, Iterable[str]],
                         ) -> tuple[dict[str, dict[str, pl.DataFrame]], list[str]]:
-    """The stored tables of the stages in `columns` for every series outside this run that has
-    them all, as series -> {stage: table}: what a check over the whole asset reads for the series
-    its run did not cover (a run over one new series must not hide an earlier series' failure).
-    Also, one line for each series whose stored tables lack a column the check reads (written by
-    an older version of the code and not materialized since): the check cannot vouch for it."""
+    """The stored tables of the stages in `columns` (those columns) for every series outside this
+    run that has them all, as series -> {stage: table}: what a check over the whole asset reads
+    for the series its run did not cover (a run over one new series must not hide an earlier
+    series' failure). Also, one line for each series whose stored tables lack a column the check
+    reads (written by an older version of the code and not materialized since): the check cannot
+    vouch for it. Only the files changed since the asset's last check are read
+    (`stored_series_tables`); the run's own series too, so that the next run over other series
+    finds them read (a build of every series reads them all once)."""
+    every = context.instance.get_dynamic_partitions(SERIES)
     in_run = set(context.partition_keys)
-    tables, outdated = {}, []
-    for series in context.instance.get_dynamic_partitions(SERIES):
-        if series in in_run:
+    others = [s for s in every if s not in in_run]
+    stages = {stage: tuple(names) for stage, names in columns.items()}
+    reader = f"{context.asset_key.to_user_string()}-checks"
+    tables, faults = stored_series_tables(warehouse, reader, stages, every)
+    split = {stage: table.partition_by("series", as_dict=True, maintain_order=True) for stage, table in tables.items()}
+    result, outdated = {}, []
+    for series in others:
+        problems = faults.get(series, [])
+        if any(p.endswith(" missing") for p in problems):
             continue
-        try:
-            frames = {stage: read_table(warehouse.table(dg.AssetKey(stage), series)) for stage in columns}
-        except FileNotFoundError:
-            continue
-        lacking = [f"{stage}.{name}" for stage, names in columns.items() for name in names
-                   if name not in frames[stage].columns]
-        if lacking:
-            outdated.append(f"{series}: its stored tables lack {', '.join(lacking)} (written by an older version); "
+        if problems:
+            outdated.append(f"{series}: its stored tables lack {', '.join(problems)} (written by an older version); "
                             "materialize the series again")
-        else:
-            tables[series] = frames
-    return tables, outdated
-
-
-def series_tables(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
-    """Every series' table of a series-partitioned input, as one table (for a roll-up)."""
-    return pl.concat(list(frames.values()), how="diagonal_relaxed") if frames else pl.DataFrame()
+            continue
+        result[series] = {stage: split[stage].get((series,), tables[stage].clear()).select(stages[stage])
+                          for stage in stages}
+    return result, outdated
 
 
 def _with_series(frame: pl.DataFrame, series: str) -> pl.DataFrame:

@@ -12,6 +12,7 @@ and produced the same thing makes nothing downstream stale.
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -49,14 +50,33 @@ def latest_materialization(instance: dg.DagsterInstance, key: dg.AssetKey,
     return records[0].asset_materialization if records else None
 
 
+# What the staleness rule reads of a materialization, by instance and event storage id (an event
+# never changes): a process reads each event once, not once per asset step and planning pass.
+_RECORDED = (VERSION_KEY, INPUTS_KEY, UPSTREAM_KEY, SOURCE_KEY)
+_SEEN: weakref.WeakKeyDictionary[dg.DagsterInstance, dict[int, dg.AssetMaterialization]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _kept(event: dg.AssetMaterialization) -> dg.AssetMaterialization:
+    """The parts of a materialization the staleness rule reads (not the previews and run tables)."""
+    metadata = event.metadata or {}
+    return dg.AssetMaterialization(asset_key=event.asset_key, partition=event.partition, tags=event.tags,
+                                   metadata={k: metadata[k] for k in _RECORDED if k in metadata})
+
+
 def latest_by_partition(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, dg.AssetMaterialization]:
-    """The latest materialization of every partition of `key`, in two queries (not one per series)."""
+    """The latest materialization of every partition of `key` (its versions, see `_kept`): one
+    query for the storage ids, and one for the events this process has not read yet."""
     ids = instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION)
     if not ids:
         return {}
-    records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=list(ids.values())),
-                                              limit=len(ids)).records
-    return {record.asset_materialization.partition: record.asset_materialization for record in records}
+    seen = _SEEN.setdefault(instance, {})
+    unread = sorted(set(ids.values()) - set(seen))
+    if unread:
+        records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=unread),
+                                                  limit=len(unread)).records
+        seen.update((record.storage_id, _kept(record.asset_materialization)) for record in records)
+    return {partition: seen[storage_id] for partition, storage_id in ids.items() if storage_id in seen}
 
 
 def cached_latest(instance: dg.DagsterInstance) -> Latest:

@@ -1,0 +1,220 @@
+"""Benchmark: cost that grows with the change, not with the dataset (1,000 and 10,000 episodes).
+
+    python benchmarks/bench_scale.py [--episodes 1000] [--episodes 100,1000] [--profile DIR] [--floor 250]
+
+For each size N (series of 4 good episodes, the generator's own thumbnail clips: 192x108 / 108x192
+/ 144x144 at 15 fps, ~0.1 MB an episode, so 10,000 fit the machine), in a temp dir with its own
+VAE_HOME, DAGSTER_HOME, dataset folder and copy of meta/, generates N + 4 episodes with the
+project's generator, holds the last completed series back, and times `vae_pipeline.cli.build`:
+  1. the full build of N episodes on a fresh instance (s / episode);
+  2. a second build, unchanged (nothing may be materialized);
+  3. the held-back series put back: one new series of 4, reported above the unchanged build;
+     the review site's files are compared before and after (mtime or bytes changed, new, gone)
+     and every changed file that is not the new series' nor the index is named;
+  4. a rehost, `--rubric-version 1.0` (episodes, renders, verdicts and bundles must not run).
+Each figure is printed with its ratio to the full build and its goal, and where the time went
+(steps per asset, the runs' overhead outside the steps, staleness planning). `--profile DIR`
+writes a cProfile of builds 2-4 to DIR (`pstats` files, `python -m pstats`).
+
+`--floor P` measures what Dagster itself costs per partition on SQLite: one ranged run of an
+empty series-partitioned asset over P partitions (each with one metadata entry, as the assets
+record), against the same run over one partition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import dagster as dg
+from bench_rehost import META, Timing, counts, isolated_env, timed_build
+
+PER_SERIES = 4
+UPSTREAM_OF_LABELS = ("episodes", "renders", "verdicts", "bundles")
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # as `vae build` runs
+# (figure, goal at 1,000, goal at 10,000) in seconds
+GOALS = {"unchanged": (3, 5), "new series": (3, 6), "rehost": (8, 45)}
+
+
+def site_files(site: Path) -> dict[str, tuple[int, str]]:
+    """Every file of the review site: (mtime_ns, sha256) by path."""
+    return {p.relative_to(site).as_posix(): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(site.rglob("*")) if p.is_file()}
+
+
+def site_changes(before: dict, after: dict, series: str) -> dict[str, list[str]]:
+    rewritten = [p for p in after if p in before and after[p][0] != before[p][0]]
+    changed = [p for p in rewritten if after[p][1] != before[p][1]]
+    new = [p for p in after if p not in before]
+    gone = [p for p in before if p not in after]
+    others = [p for p in rewritten + new + gone if series not in p and not p.endswith("index.html")]
+    return {"rewritten": rewritten, "changed": changed, "new": new, "gone": gone, "others": others}
+
+
+def load() -> str:
+    return "load {:.1f} / {:.1f} / {:.1f}".format(*os.getloadavg())
+
+
+def one_size(n: int, root: Path, profile: Path | None) -> dict[str, float]:
+    from vae_pipeline.domain.review.site import SITE_DIR
+    from vae_pipeline.sample.generator import generate
+
+    meta = root / "meta"
+    shutil.copytree(META, meta)
+    results: dict[str, float] = {}
+    with isolated_env(root, meta):
+        runs, held, out = root / "runs", root / "held", root / "dataset"
+        start = time.perf_counter()
+        sample = generate(runs, meta, series=n // PER_SERIES + 1, episodes=PER_SERIES, seed=0, bad=False)
+        completed = sorted(s for s, status in sample.series.items() if status == "completed")
+        new_series = completed[-1]
+        held.mkdir()
+        (runs / new_series).rename(held / new_series)
+        size = sum(p.stat().st_size for p in runs.rglob("*") if p.is_file())
+        print(f"N={n}: generated {len(sample.episodes)} thumbnail episodes in {len(sample.series)} series "
+              f"({size / 1e6:.0f} MB in the runs root without {new_series}) in {time.perf_counter() - start:.0f} s; "
+              f"{load()}", flush=True)
+        site = Path(os.environ["VAE_HOME"]) / SITE_DIR
+        problems: list[str] = []
+        figures: list[tuple[str, float, Timing]] = []  # name, wall seconds, where the time went
+
+        def step(name: str, rubric: str | None = None) -> dict:
+            path = profile / f"{n}-{name.replace(' ', '-')}.pstats" if profile and name != "full build" else None
+            summary, timing = timed_build(runs, out, rubric, dump=path)
+            figures.append((name, timing.total, timing))
+            print(f"  {name}: {timing.total:.2f} s (CPU {timing.cpu:.2f} s), materialized {counts(summary)}; {load()}", flush=True)
+            for failed in summary["failed_runs"]:
+                problems.append(f"{name}: failed run {failed['partition']} {failed['assets']}: {failed['error']}")
+            return summary
+
+        step("full build")
+        if step("unchanged")["materialized"]:
+            problems.append("the unchanged build materialized something")
+        before = site_files(site)
+        (held / new_series).rename(runs / new_series)
+        added = step("new series")
+        changes = site_changes(before, site_files(site), new_series)
+        rehost = step("rehost", "1.0")
+        problems += [f"rehost materialized {k}" for k in UPSTREAM_OF_LABELS if rehost["materialized"].get(k)]
+        if not added["materialized"].get("labels") == [new_series]:
+            problems.append(f"the new series' build labelled {added['materialized'].get('labels')}")
+
+        full, full_cpu = figures[0][1], figures[0][2].cpu
+        big = n >= 10_000
+        results["full"] = full
+        print(f"N={n} results (each / full build; CPU: this process's CPU time, which the load inflates less):")
+        print(f"  full build: {full:.1f} s = {full / n * 1000:.1f} ms / episode (CPU {full_cpu:.1f} s = "
+              f"{full_cpu / n * 1000:.1f} ms / episode)")
+        for name, seconds, timing in figures[1:]:
+            above = name == "new series"
+            shown = seconds - figures[1][1] if above else seconds
+            cpu = timing.cpu - figures[1][2].cpu if above else timing.cpu
+            label = "new series above the unchanged build" if above else name
+            goal = GOALS[name][big]
+            results[name] = shown
+            print(f"  {label}: {shown:.2f} s ({shown / full:.1%} of full; goal <= {goal} s "
+                  f"{'✓' if shown <= goal else '✗'}); CPU {cpu:.2f} s ({cpu / full_cpu:.1%} of full)")
+        print(f"  review site after one new series: {len(changes['rewritten'])} files rewritten "
+              f"({len(changes['changed'])} with new bytes), {len(changes['new'])} new, {len(changes['gone'])} gone, "
+              f"of {len(before)}; outside the new series and the index: {len(changes['others'])}")
+        for path in changes["others"][:10]:
+            print(f"    also rewritten: {path}")
+        print("  where the time went:")
+        for name, _, timing in figures:
+            timing.report(name)
+        for problem in problems:
+            print(f"FAIL N={n}: {problem}")
+        results["problems"] = len(problems)
+    return results
+
+
+def dagster_floor(partitions: int, root: Path) -> None:
+    """An empty series-partitioned asset in one ranged run: what Dagster costs per partition, with
+    and without one `add_asset_metadata` per partition (as every series asset records its version)."""
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    series = dg.DynamicPartitionsDefinition(name="series")
+
+    @dg.io_manager
+    def nothing(_):
+        class Nothing(dg.IOManager):
+            def handle_output(self, context, obj): pass
+            def load_input(self, context): return None
+        return Nothing()
+
+    def job_of(metadata: bool):
+        @dg.asset(name="with_metadata" if metadata else "bare", partitions_def=series,
+                  backfill_policy=dg.BackfillPolicy.single_run())
+        def empty(context):
+            for key in context.partition_keys if metadata else ():
+                context.add_asset_metadata({"rows": 1}, partition_key=key)
+            return dg.Output(None)
+
+        return dg.Definitions(assets=[empty], resources={"io_manager": nothing}).resolve_implicit_global_asset_job_def()
+
+    home = root / "floor"
+    home.mkdir()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        keys = [f"s{i:05d}" for i in range(partitions)]
+        instance.add_dynamic_partitions("series", keys)
+        for metadata in (False, True):
+            job, times = job_of(metadata), {}
+            for count in (1, partitions, 1, partitions):
+                tags = {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[count - 1]}
+                start = time.perf_counter()
+                job.execute_in_process(instance=instance, tags=tags, run_config=QUIET)
+                times.setdefault(count, []).append(time.perf_counter() - start)
+            one, many = min(times[1]), min(times[partitions])
+            print(f"Dagster floor on SQLite, an empty partitioned asset in one ranged run"
+                  f"{', one add_asset_metadata per partition' if metadata else ''}: 1 partition {one:.2f} s, "
+                  f"{partitions} partitions {many:.2f} s = {(many - one) / (partitions - 1) * 1000:.1f} ms per "
+                  f"partition; {load()}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--episodes", default="1000", help="sizes, comma-separated (multiples of 4)")
+    parser.add_argument("--profile", type=Path, help="write cProfile stats of the later builds to this folder")
+    parser.add_argument("--floor", type=int, default=0, help="also measure Dagster's cost per partition over P")
+    parser.add_argument("--keep", action="store_true", help="keep the temp folder (printed)")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", category=dg.BetaWarning)
+    warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+    from vae_pipeline.definitions import defs  # noqa: F401  (import cost outside the timings)
+
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    print(f"cpus: {os.cpu_count()}; {load()}")
+    root = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    failed = 0
+    try:
+        if args.floor:
+            dagster_floor(args.floor, root)
+        per_episode = {}
+        for n in (int(s) for s in args.episodes.split(",")):
+            results = one_size(n, root / str(n), args.profile)
+            per_episode[n] = results["full"] / n
+            failed += results["problems"]
+        if len(per_episode) > 1:
+            print("full build, s / episode: " + ", ".join(f"{n}: {s * 1000:.1f} ms" for n, s in per_episode.items()))
+    finally:
+        if args.keep:
+            print(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Reading every series' tables costs the files changed since the last read, and gives what
+reading every file gives; the runs root's fingerprint reads each file's metadata once."""
+
+import hashlib
+import os
+from pathlib import Path
+
+import polars as pl
+
+from vae_pipeline.domain.episodes.series import series_fingerprint
+from vae_pipeline.storage import io_manager
+from vae_pipeline.storage.io_manager import parquet_bytes, stored_series_tables
+from vae_pipeline.storage.resources import Warehouse
+
+
+def _store(home: Path, stage: str, series: str, frame: pl.DataFrame) -> None:
+    path = home / "tables" / stage / f"{series}.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(parquet_bytes(frame))
+    os.replace(tmp, path)  # as the IO manager writes: a new file under the name
+
+
+def _reads(monkeypatch) -> list[str]:
+    """The stage files read (the reader's own copy not counted)."""
+    seen: list[str] = []
+    original = io_manager.read_table
+
+    def counting(path):
+        if "/tables/" in str(path):
+            seen.append(Path(str(path)).stem)
+        return original(path)
+
+    monkeypatch.setattr(io_manager, "read_table", counting)
+    return seen
+
+
+def test_only_the_changed_series_are_read_again_and_the_rows_are_those_of_every_file(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    warehouse = Warehouse(path=str(home))
+    for n in range(5):
+        _store(home, "labels", f"s{n}", pl.DataFrame({"id": [f"e{n}a", f"e{n}b"], "label": ["PASS", "FAIL"]}))
+    reads = _reads(monkeypatch)
+    stages = {"labels": None}
+    first, faults = stored_series_tables(warehouse, "reader", stages, [f"s{n}" for n in range(5)])
+    assert sorted(reads) == [f"s{n}" for n in range(5)] and faults == {}
+    assert first["labels"]["id"].to_list() == [f"e{n}{x}" for n in range(5) for x in "ab"]
+    assert first["labels"]["series"].to_list() == [f"s{n}" for n in range(5) for _ in "ab"]
+
+    reads.clear()
+    again, _ = stored_series_tables(warehouse, "reader", stages, [f"s{n}" for n in range(5)])
+    assert reads == [] and again["labels"].equals(first["labels"])
+
+    _store(home, "labels", "s2", pl.DataFrame({"id": ["e2a"], "label": ["PASS_WITH_NITS"]}))
+    _store(home, "labels", "s5", pl.DataFrame({"id": ["e5a"], "label": ["PASS"]}))
+    reads.clear()
+    later, _ = stored_series_tables(warehouse, "reader", stages, ["s0", "s2", "s3", "s4", "s5"])  # s1 gone
+    assert sorted(reads) == ["s2", "s5"]
+    expected = pl.concat([pl.read_parquet(home / "tables" / "labels" / f"{s}.parquet").with_columns(series=pl.lit(s))
+                          for s in ("s0", "s2", "s3", "s4", "s5")])
+    assert later["labels"].equals(expected)
+
+
+def test_a_missing_file_or_a_lacking_column_is_said_each_time(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    warehouse = Warehouse(path=str(home))
+    _store(home, "episodes", "s0", pl.DataFrame({"id": ["a"], "valid": [True]}))
+    _store(home, "episodes", "s1", pl.DataFrame({"id": ["b"]}))  # written by an older version: no `valid`
+    for _ in range(2):
+        tables, faults = stored_series_tables(warehouse, "checks", {"episodes": ("id", "valid")}, ["s0", "s1", "s2"])
+        assert faults == {"s1": ["episodes.valid"], "s2": ["episodes missing"]}
+        assert tables["episodes"].select("series", "id", "valid").rows() == [("s0", "a", True)]
+
+
+def _fingerprint_by_pathlib(series_path: Path) -> str:
+    """The fingerprint as first defined: every path under the series (sorted `Path`s), lstat'ed."""
+    digest = hashlib.sha256()
+    for path in sorted(series_path.rglob("*")):
+        stat = path.lstat()
+        digest.update(f"{path.relative_to(series_path).as_posix()}\0{stat.st_size}\0{stat.st_mtime_ns}\0"
+                      f"{stat.st_mode}\n".encode())
+    return digest.hexdigest()[:24]
+
+
+def test_the_series_fingerprint_is_the_one_recorded_before(tmp_path):
+    series = tmp_path / "2026-10-21-s1"
+    for name in ("ep-a/out.mp4", "ep-a/transcript/x.jsonl", "ep-a-b/judge.json", "ep-a.b/y", ".hidden/z", "Z"):
+        (series / name).parent.mkdir(parents=True, exist_ok=True)
+        (series / name).write_bytes(name.encode())
+    (series / "link").symlink_to(series / "ep-a")  # listed, never followed
+    assert series_fingerprint(series) == _fingerprint_by_pathlib(series)
+    before = series_fingerprint(series)
+    (series / "ep-a" / "out.mp4").write_bytes(b"longer than before")
+    assert series_fingerprint(series) != before

@@ -12,6 +12,7 @@ from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.objects import (
     exists,
     files_under,
+    heads_under,
     put_file,
     read_bytes,
     remove,
@@ -26,9 +27,10 @@ from vae_pipeline.storage.resources import DatasetFolder, Warehouse
 from vae_pipeline.storage.versions import content_version, record_metadata
 
 
-def place(source: Path, target: UPath) -> bool:
-    """Make `target` hold the local file `source`'s bytes; False when it already does."""
-    if same_file(target, source):
+def place(source: Path, target: UPath, heads: dict[str, dict] | None = None) -> bool:
+    """Make `target` hold the local file `source`'s bytes; False when it already does (`heads`:
+    a listing of the folder, read instead of asking of `target` alone)."""
+    if same_file(target, source, heads):
         return False
     put_file(target, source)
     return True
@@ -52,13 +54,14 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
     rows = episode_table.filter(pl.col("id").is_in(sorted(published))).to_dicts() if published else []
     keep: set[str] = set()
     written = 0
+    heads = heads_under(root)  # one LIST of the dataset folder, not a HEAD per file
     for row in rows:
         if row["video"] and row.get("staged_video"):
-            written += place(warehouse.fetch(row["staged_video"]), root / row["video"])
+            written += place(warehouse.fetch(row["staged_video"]), root / row["video"], heads)
             keep.add(row["video"])
-        written += place(warehouse.fetch(row["staged_archive"]), root / row["archive"])
+        written += place(warehouse.fetch(row["staged_archive"]), root / row["archive"], heads)
         manifest = manifest_name(row)
-        written += write_if_changed(root / manifest, manifest_bytes(row, json.loads(row["bundle_parts"])))
+        written += write_if_changed(root / manifest, manifest_bytes(row, json.loads(row["bundle_parts"])), heads)
         keep |= {row["archive"], manifest}
     removed = (_remove_unlisted(root / "videos", {(root / name).path for name in keep})
                + _remove_unlisted(root / "episodes", {(root / name).path for name in keep}))

@@ -194,14 +194,15 @@ def size_of(path: UPath) -> int:
     return found["size"]
 
 
-def write_if_changed(path: UPath, data: bytes) -> bool:
-    """`put_bytes` unless `path` already holds `data` (its mtime or ETag then stays); True if written."""
+def write_if_changed(path: UPath, data: bytes, heads: dict[str, dict] | None = None) -> bool:
+    """`put_bytes` unless `path` already holds `data` (its mtime or ETag then stays); True if
+    written. `heads`: a `heads_under` a folder holding `path`, read instead of a HEAD."""
     path = location(path)
     if is_local(path):
         target = local_path(path)
         if target.exists() and target.read_bytes() == data:
             return False
-    elif _same_bytes(head(path), len(data), lambda: hashlib.md5(data, usedforsecurity=False).hexdigest(),
+    elif _same_bytes(_head_of(path, heads), len(data), lambda: hashlib.md5(data, usedforsecurity=False).hexdigest(),
                      lambda: hashlib.sha256(data).hexdigest(), path):
         return False
     put_bytes(path, data)
@@ -223,14 +224,15 @@ def sha256_of(path: UPath) -> str:
         return sha256_stream(handle)[1]
 
 
-def same_file(target: UPath, source: Path) -> bool:
-    """Whether `target` holds the bytes of the local file `source` (size, then content)."""
+def same_file(target: UPath, source: Path, heads: dict[str, dict] | None = None) -> bool:
+    """Whether `target` holds the bytes of the local file `source` (size, then content);
+    `heads`: as for `write_if_changed`."""
     target = location(target)
     if is_local(target):
         where = local_path(target)
         return where.exists() and (where.samefile(source) or (
             where.stat().st_size == source.stat().st_size and sha256_of(target) == _sha256_local(source)))
-    return _same_bytes(head(target), source.stat().st_size, lambda: _md5_local(source),
+    return _same_bytes(_head_of(target, heads), source.stat().st_size, lambda: _md5_local(source),
                        lambda: _sha256_local(source), target)
 
 
@@ -287,15 +289,21 @@ def put_tree(source: Path, folder: UPath) -> int:
     return count
 
 
+def heads_under(folder: UPath) -> dict[str, dict]:
+    """What one fresh listing of the bucket prefix `folder` says of every object under it, as
+    `head` answers by the object's path: one LIST instead of a HEAD per object (empty on disk)."""
+    folder = location(folder)
+    if is_local(folder):
+        return {}
+    return {(folder / name).path: _listed(info) for name, info in listing(folder).items()}
+
+
+def _head_of(path: UPath, heads: dict[str, dict] | None) -> dict | None:
+    return head(path) if heads is None else heads.get(path.path)
+
+
 def remove(path: UPath) -> None:
     location(path).unlink(missing_ok=True)
-
-
-def listed_folders(folder: UPath) -> list[str]:
-    """The names of the folders (common prefixes) directly under a bucket prefix, fresh."""
-    folder = refreshed(location(folder))
-    return sorted(Path(info["name"]).name for info in folder.fs.ls(folder.path, detail=True)
-                  if info.get("type") == "directory")
 
 
 def fingerprint_entries(folder: UPath) -> list[str]:
@@ -345,6 +353,23 @@ class Mirror:
                     (self._tags / path.relative_to(self.local)).unlink(missing_ok=True)
         folder.mkdir(parents=True, exist_ok=True)
         return folder
+
+    def sync_where(self, wanted: Callable[[str], bool]) -> dict[str, dict]:
+        """The local copy of every file `wanted` selects (by its name relative to the root) made
+        equal to the bucket's from one fresh listing of the whole root (LIST pages, no request
+        per file but the downloads): the changed ones downloaded together, the selected local
+        ones the bucket no longer holds removed. The listing, by name (on disk: nothing to do,
+        an empty one)."""
+        if not self.is_remote:
+            return {}
+        listed = listing(self.remote)
+        self._download({rel: info.get("ETag") for rel, info in listed.items() if wanted(rel)})
+        for path in sorted(self.local.rglob("*")) if self.local.is_dir() else []:
+            rel = path.relative_to(self.local).as_posix()
+            if path.is_file() and wanted(rel) and rel not in listed:
+                path.unlink()
+                (self._tags / rel).unlink(missing_ok=True)
+        return listed
 
     def _download(self, tags: dict[str, str]) -> None:
         """Fetch the files (by name relative to the root, with their ETags on the bucket) whose

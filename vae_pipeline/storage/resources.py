@@ -27,7 +27,6 @@ from vae_pipeline.domain.objects import (
     scratch_root,
     fingerprint_entries,
     is_local,
-    listed_folders,
     listing,
     location,
     read_bytes,
@@ -59,15 +58,11 @@ class RunsRoot(dg.ConfigurableResource):
         """The runs root to list: its series folders with their series.json, and comparisons/."""
         mirror = self.mirror
         if mirror.is_remote:
-            for child in listed_folders(mirror.remote):
-                if child == COMPARISONS_DIR:
-                    mirror.sync(child)
-                    continue
+            # one listing of the whole root: a folder without a series.json is skipped, saying so
+            listed = mirror.sync_where(lambda rel: rel.startswith(f"{COMPARISONS_DIR}/")
+                                       or (rel.count("/") == 1 and rel.endswith("/series.json")))
+            for child in sorted({rel.split("/", 1)[0] for rel in listed if "/" in rel} - {COMPARISONS_DIR}):
                 (mirror.local / child).mkdir(parents=True, exist_ok=True)
-                try:
-                    mirror.fetch(f"{child}/series.json")
-                except FileNotFoundError:  # a folder without one is skipped, saying so
-                    (mirror.local / child / "series.json").unlink(missing_ok=True)
         return mirror.local
 
     def series_dir(self, series_id: str) -> Path:

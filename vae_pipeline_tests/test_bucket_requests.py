@@ -1,0 +1,93 @@
+"""What the pipeline asks of a bucket, counted by a proxy in front of moto's server: the runs
+root listed in one LIST (not a HEAD per series.json), the dataset's files compared against one
+listing, and the proxy's own counts."""
+
+import json
+
+import pytest
+import s3fs
+
+from vae_pipeline.assets.dataset_episodes import place
+from vae_pipeline.domain.objects import heads_under, location, write_if_changed
+from vae_pipeline.storage.resources import RunsRoot
+from vae_pipeline_tests.request_counter import CountingProxy, summary
+
+SERIES = ["2026-01-01-a", "2026-01-02-b", "2026-01-03-c"]
+
+
+@pytest.fixture
+def proxy(s3_environ, s3_endpoint, monkeypatch):
+    """Every client made from here on reaches the server through a counting proxy."""
+    with CountingProxy(s3_endpoint, lifetime_s=300) as counting:
+        s3fs.S3FileSystem.clear_instance_cache()
+        monkeypatch.setenv("AWS_ENDPOINT_URL", counting.endpoint)
+        yield counting
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture
+def runs(make_bucket, s3_client):
+    """A runs root of three series (each a series.json and an episode file) and comparisons/."""
+    bucket = make_bucket()
+    for series in SERIES:
+        s3_client.put_object(Bucket=bucket, Key=f"runs/{series}/series.json", Body=json.dumps({"id": series}).encode())
+        s3_client.put_object(Bucket=bucket, Key=f"runs/{series}/ep-1/transcript.jsonl", Body=b"{}\n")
+    s3_client.put_object(Bucket=bucket, Key="runs/comparisons/human/votes.jsonl", Body=b"{}\n")
+    s3_client.put_object(Bucket=bucket, Key="runs/no-series-file/notes.txt", Body=b"x")
+    return bucket
+
+
+def test_the_runs_root_is_listed_once_and_each_file_fetched_once(runs, proxy, s3_client, tmp_path):
+    root = RunsRoot(path=f"s3://{runs}/runs", scratch_path=str(tmp_path / "scratch"))
+    local = root.root
+    first = proxy.taken()
+    # one LIST of the whole root, one GET per series.json and comparisons file, nothing else
+    assert summary(first)["kind"] == {"LIST": 1, "GET": len(SERIES) + 1}
+    assert sorted(p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file()) == sorted(
+        [f"{s}/series.json" for s in SERIES] + ["comparisons/human/votes.jsonl"])
+    assert (local / "no-series-file").is_dir() and not (local / "no-series-file" / "series.json").exists()
+    # unchanged: the listing alone; a series.json gone from the bucket is gone here too
+    assert root.root == local
+    assert summary(proxy.taken())["kind"] == {"LIST": 1}
+    s3_client.delete_object(Bucket=runs, Key=f"runs/{SERIES[0]}/series.json")
+    s3_client.put_object(Bucket=runs, Key="runs/comparisons/human/votes.jsonl", Body=b"{}\n{}\n")
+    root.root  # noqa: B018 (the property syncs)
+    assert summary(proxy.taken())["kind"] == {"LIST": 1, "GET": 1}
+    assert not (local / SERIES[0] / "series.json").exists()
+    assert (local / "comparisons/human/votes.jsonl").read_bytes() == b"{}\n{}\n"
+
+
+def test_files_compared_against_one_listing_make_no_head(make_bucket, proxy, tmp_path):
+    folder = location(f"s3://{make_bucket()}/dataset")
+    write_if_changed(folder / "README.md", b"card")  # a folder that exists (s3fs asks more of an empty one)
+    source = tmp_path / "video.mp4"
+    source.write_bytes(b"video bytes")
+    proxy.taken()
+    heads = heads_under(folder)
+    assert sorted(heads) == [(folder / "README.md").path]
+    assert place(source, folder / "videos/a.mp4", heads)
+    assert write_if_changed(folder / "episodes/a.json", b"{}", heads)
+    assert summary(proxy.taken())["kind"] == {"LIST": 1, "PUT": 2}
+    heads = heads_under(folder)
+    # the same bytes again: nothing written, and no HEAD asked
+    assert not place(source, folder / "videos/a.mp4", heads)
+    assert not write_if_changed(folder / "episodes/a.json", b"{}", heads)
+    source.write_bytes(b"other bytes")
+    assert place(source, folder / "videos/a.mp4", heads)
+    assert summary(proxy.taken())["kind"] == {"LIST": 1, "PUT": 1}
+    assert (folder / "videos/a.mp4").read_bytes() == b"other bytes"
+
+
+def test_the_proxy_counts_kinds_and_statuses(make_bucket, proxy):
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    bucket = make_bucket()
+    proxy.taken()
+    fs.pipe_file(f"{bucket}/a", b"0123456789")
+    fs.pipe_file(f"{bucket}/b", b"x", mode="create")
+    fs.cat_file(f"{bucket}/a", start=2, end=4)
+    fs.ls(bucket, refresh=True)
+    with pytest.raises(FileNotFoundError):
+        fs.call_s3("head_object", Bucket=bucket, Key="missing")
+    counts = summary(proxy.taken())
+    assert counts["kind"] == {"PUT": 1, "conditional PUT": 1, "ranged GET": 1, "LIST": 1, "HEAD": 1}
+    assert counts["HEAD 404"]["HEAD 404"] == 1

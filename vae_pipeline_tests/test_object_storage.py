@@ -254,7 +254,8 @@ def test_publish_streams_the_dataset_on_the_bucket_to_the_hub(bucket_build, runs
     refused = capsys.readouterr().out
     assert code == 1 and "dataset_episodes.no_scrub_findings" in refused  # the generator plants findings
     # reviewed and accepted with `vae allow`, which reads this machine's DuckDB cache of the bucket
-    findings = set(re.findall(r"[\w.-]+/([\w.-]+): ([\w./-]+:\d+) (\w+)", refused.split("findings")[1].split("\n")[0]))
+    section = refused.split("dataset_episodes.no_scrub_findings", 1)[1].split("\n- ", 1)[0]  # one finding a line
+    findings = set(re.findall(r"[\w.-]+/([\w.-]+): ([\w./-]+:\d+) (\w+)", section))
     assert findings
     for episode, where, kind in sorted(findings):
         assert main(["allow", episode, where, kind, "--reason", "planted by the test's generator"]) == 0

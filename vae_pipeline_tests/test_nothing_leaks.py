@@ -560,10 +560,11 @@ def search(views: list[View], needles: list[Needle]) -> list[tuple[Needle, View]
 
 
 def _carries_brief(where: str) -> bool:
-    """The places that hold contract 3's `brief` of a row: the rows, the manifests, the tables."""
+    """The places that hold contract 3's `brief` of a row: the rows, the manifests, the tables (and
+    the roll-ups' copies of the rows they read from them)."""
     return (where.startswith(("dataset/episodes.jsonl", "dataset/data/episodes.parquet"))
             or (where.startswith("dataset/episodes/") and where.endswith(".json"))
-            or where.startswith(("VAE_HOME/tables/", "VAE_HOME/vae_warehouse.duckdb")))
+            or where.startswith(("VAE_HOME/tables/", "VAE_HOME/rollups/", "VAE_HOME/vae_warehouse.duckdb")))
 
 
 def leaks(hits: list[tuple[Needle, View]]) -> list[str]:

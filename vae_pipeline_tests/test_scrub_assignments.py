@@ -12,6 +12,7 @@ import tarfile
 import pytest
 import zstandard
 
+from vae_pipeline.domain.review.site import marked
 from vae_pipeline.domain.scrub.texts import ScrubConfig, is_text_member, kind_specs, learn_user_names, scrub_text
 from vae_pipeline.sample.generator import HARNESS_HOST, HARNESS_USER
 from vae_pipeline_tests.test_hostile_input import CASES as HOSTILE_CASES
@@ -253,3 +254,8 @@ def test_every_hostile_input_stays_json(case, sample_runs, tmp_path):
     plant(case, folder)
     members = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
     assert assert_json_stays_json(members) > 0
+
+
+def test_the_review_site_highlights_person_as_the_scrubs_own_text():
+    scrubbed = scrub_text(b"Author: Ana Lima <ana@mail-corp.com>", "log.txt", ScrubConfig()).data.decode()
+    assert str(marked(scrubbed)) == 'Author: <mark class="scrubbed">&lt;person&gt;</mark>'

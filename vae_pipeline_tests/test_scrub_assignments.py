@@ -96,6 +96,12 @@ MUST_STAY = [
     "AuthorDate: Tue Oct 21 08:03:11 2026 +0000\nCommit: 3f9c2e1d4b5a69780f1e2d3c4b5a69780f1e2d3c",
     '{"author": "Ana Lima", "name": "site"}',
     "git config user.name\ngit config user.email",
+    "See `git -c user.name=\u2026` and Author: <person>",
+    '{"input_token": "next_token", "output_token": "NextToken", "nextToken": "1"}',
+    '_RECEIVE_MESSAGE_TOKEN = "receive_message"\nSECRET_KEY = "AWS_SECRET_ACCESS_KEY"',
+    "self.policies[policy.client_token] = policy\nusername, password = proxy_auth",
+    'service_key = f"{cluster}:{name}"\nlog("error, token=%s" % tok)',
+    '{"ChangeToken": "abcd12f2-46da-4fdb-b8d5-fbd4c466928f"}\nToken: "#d8dee9",',
 ]
 
 

@@ -353,7 +353,8 @@ def _is_reportable_ip(value: bytes) -> bool:
 
 # `$X`, `${…}`, `$(…)` (a whole value `$name` too), `{{ … }}`, `%X%`, `%(x)s`, `#{…}`, `<%= … %>`
 _SUBSTITUTION = re.compile(
-    r"\$[{(]|\$[A-Z_][A-Z0-9_]+|\A\$[A-Za-z_][A-Za-z0-9_]*\Z|\{\{|\{%|<%|#\{|%[A-Z_][A-Z0-9_]*%|%(?:\([A-Za-z_]+\))?[-0-9.]*[sdrf]\b"
+    r"\$[{(]|\$[A-Z_][A-Z0-9_]+|\A\$[A-Za-z_][A-Za-z0-9_]*\Z|\{\{|\{%|<%|#\{|%[A-Z_][A-Z0-9_]*%"
+    r"|%(?:\([A-Za-z_]+\))?[-0-9.]*[sdrf]\b"  # printf: %s, %(password)s
 )
 _WRAPPED = re.compile(r"\A(?:<.*>|\[.*\]|\{.*\}|\(.*\))\Z", re.DOTALL)  # <your-key>, <redacted:…>, [PAD], {api_key}
 _MASKED = re.compile(r"\.\.\.|\u2026|[xX*]{4}|\*\*\*|\A[xX*#.\u2022_-]+\Z")
@@ -365,7 +366,9 @@ _PLACEHOLDER_WORDS = frozenset(
 )
 _PLACEHOLDER_FORM = re.compile(r"\A(?:your|insert|enter|replace|paste)|here\Z")
 # never touched: a git object id or sha256, a UUID; and a colour (`Token: "#d8dee9"`, a style)
-_HASH = re.compile(r"\A(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64}|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}|#[0-9a-fA-F]{3,8})\Z")
+_HASH = re.compile(
+    r"\A(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64}|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}|#[0-9a-fA-F]{3,8})\Z"
+)
 _PATH = re.compile(r"\A(?:~|\.\.?)?(?:/[A-Za-z0-9._@+-]*)+\Z")
 _RANDOM_PART = re.compile(r"(?=[A-Za-z0-9]*[A-Z])(?=[A-Za-z0-9]*[a-z])(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{10,}")
 _SECRET_WORD = re.compile(r"(?i)token|secret|passw|pwd|key|passphrase")

@@ -58,7 +58,7 @@ COUNT_COLUMNS = ("turns", "tool_calls", "subagent_tool_calls", "images_read", "r
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 SEARCH_INDEX = "search.json"
 # what the scrub wrote (placeholders, redactions) and what the site masks (findings), once escaped
-_MARKERS = re.compile(r"&lt;(home|user|hostname|redacted:[A-Za-z0-9_]+|finding:[A-Za-z0-9_]+)&gt;")
+_MARKERS = re.compile(r"&lt;(home|user|hostname|person|redacted:[A-Za-z0-9_]+|finding:[A-Za-z0-9_]+)&gt;")
 GATE_MEANING = {
     "no_video": "no decodable out.mp4 was delivered",
     "duration": "the video's length is off the brief's by more than the allowed margin",

@@ -370,7 +370,84 @@ def _is_reportable_ip(value: bytes) -> bool:
     return not any(address.version == net.version and address in net for net in _DOC_NETWORKS)
 
 
-_VALIDATORS: dict[str, Callable[[bytes], bool]] = {"ip_address": _is_reportable_ip, **VALUE_CHECKS}
+# ---- the value of an assignment to a secret-named key ------------------------------------
+# The kinds' patterns find the key, the separator and the value; these say whether the value is
+# a literal secret, or a reference, placeholder, hash, path or label that stays (docs/formats.md).
+
+# `$X`, `${…}`, `$(…)` (a whole value `$name` too), `{{ … }}`, `%X%`, `%(x)s`, `#{…}`, `<%= … %>`
+_SUBSTITUTION = re.compile(
+    r"\$[{(]|\$[A-Z_][A-Z0-9_]+|\A\$[A-Za-z_][A-Za-z0-9_]*\Z|\{\{|\{%|<%|#\{|%[A-Z_][A-Z0-9_]*%"
+    r"|%(?:\([A-Za-z_]+\))?[-0-9.]*[sdrf]\b"  # printf: %s, %(password)s
+)
+_WRAPPED = re.compile(r"\A(?:<.*>|\[.*\]|\{.*\}|\(.*\))\Z", re.DOTALL)  # <your-key>, <redacted:…>, [PAD], {api_key}
+_MASKED = re.compile(r"\.\.\.|\u2026|\\u2026|[xX*]{4}|\*\*\*|\A[xX*#.\u2022_-]+\Z")  # `…` also as a JSON escape
+_PLACEHOLDER_WORDS = frozenset(
+    "changeme changeit replaceme placeholder example sample dummy fake test testing todo tbd fixme redacted "
+    "hidden masked secret secrets password passwd token apikey key none null nil undefined empty required "
+    "optional default value notset unset string str bytes int number bool boolean any unknown yes no true "
+    "false on off secretstr dict list tuple float object callable".split()
+)
+_PLACEHOLDER_FORM = re.compile(r"\A(?:your|insert|enter|replace|paste)|here\Z")
+# never touched: a git object id or sha256, a UUID; and a colour (`Token: "#d8dee9"`, a style)
+_HASH = re.compile(
+    r"\A(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64}|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}|#[0-9a-fA-F]{3,8})\Z"
+)
+_PATH = re.compile(r"\A(?:~|\.\.?)?(?:/[A-Za-z0-9._@+-]*)+\Z")
+_RANDOM_PART = re.compile(r"(?=[A-Za-z0-9]*[A-Z])(?=[A-Za-z0-9]*[a-z])(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{10,}")
+_SECRET_WORD = re.compile(r"(?i)token|secret|passw|pwd|key|passphrase")
+_LABEL = re.compile(r"(?i)\A[a-z' -]*(?:token|secret|password|passphrase|api key|key)[a-z' -]*[.?!:]?\Z")
+_NUMBER = re.compile(r"\A[-+]?[0-9][0-9_]*(?:\.[0-9]+)?\Z")
+_EXPRESSION = re.compile(r"\A[A-Za-z_$][A-Za-z0-9_$]*(?:(?:\.|->|::)[A-Za-z_$][A-Za-z0-9_$]*)+\Z")  # a.b.c
+_IDENTIFIER = re.compile(r"\A[A-Za-z_]+\Z")
+_SHORTEST = 4  # a value of fewer characters is no credential (`'h'`, `f"…"`'s f)
+
+
+def _stays(value: str) -> bool:
+    """A value that is no literal secret, however it is written: shorter than 4 characters, a
+    variable or substitution, a placeholder, a git object id, sha256, UUID or colour, an identifier
+    with `_` or a secret word in it, a path, or a label about the secret (`Forgot password?`)."""
+    if len(value) < _SHORTEST or _SUBSTITUTION.search(value) or _WRAPPED.match(value) or _MASKED.search(value):
+        return True
+    if _HASH.match(value) or (_IDENTIFIER.match(value) and ("_" in value or _SECRET_WORD.search(value))):
+        return True  # an identifier naming a variable or a constant: `next_token`, `AWS_SECRET_ACCESS_KEY`
+    word = re.sub(r"[^a-z0-9]", "", value.lower())
+    if word in _PLACEHOLDER_WORDS or _PLACEHOLDER_FORM.search(word):
+        return True
+    if _PATH.match(value) and not _RANDOM_PART.search(value):
+        return True
+    return " " in value and _LABEL.match(value) is not None
+
+
+def _is_secret_literal(value: bytes) -> bool:
+    """A quoted value (`"…"`, `'…'`, `` `…` ``, `\\"…\\"`) is a secret unless it stays. A value
+    that starts or ends with blanks or starts with `, : ] }` is the text between two JSON strings
+    (the key ended one), never a value."""
+    text = value.decode("utf-8", "replace")
+    if text != text.strip() or text[0] in ",:]}":
+        return False
+    return not _stays(text)
+
+
+def _is_secret_bare(value: bytes) -> bool:
+    """An unquoted value (`.env`, shell, YAML, INI, a header) is a secret unless it stays, or is a
+    number, or reads as code (`a.b.c`)."""
+    text = value.decode("utf-8", "replace")
+    return not (_stays(text) or _NUMBER.match(text) or _EXPRESSION.match(text))
+
+
+def _is_person(value: bytes) -> bool:
+    """A name or e-mail in version-control output, unless a placeholder (`<person>`, `…`, `$NAME`, `%an`)."""
+    text = value.decode("utf-8", "replace").strip()
+    return not (_SUBSTITUTION.search(text) or _WRAPPED.match(text) or _MASKED.search(text))
+
+
+_VALIDATORS: dict[str, Callable[[bytes], bool]] = {
+    "ip_address": _is_reportable_ip,
+    "secret_literal": _is_secret_literal,
+    "secret_bare": _is_secret_bare,
+    "person": _is_person,
+    **VALUE_CHECKS,
+}
 
 
 def _holds_value_mark(buf: bytes, start: int, end: int) -> bool:

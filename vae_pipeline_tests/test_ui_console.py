@@ -215,7 +215,7 @@ def test_restarted_under_another_rubric_rubric_and_labels_read_unsynced(console,
     page = ui.page
     page.goto(f"{console['url']}/assets/rubric")
     page.get_by_text("Unsynced (1)").first.wait_for()
-    assert page.get_by_role("link", name="rubric_in_force").first.is_visible()
+    page.get_by_role("link", name="rubric_in_force").first.wait_for()  # upstream, shown once the graph loads
     for series in sorted(sample_runs.series):
         page.goto(f"{console['url']}/assets/labels?view=partitions&partition={series}")
         page.get_by_text(re.compile(r"^Unsynced \(\d+\)$")).first.wait_for()  # the rubric in force changed

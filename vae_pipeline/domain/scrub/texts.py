@@ -219,11 +219,12 @@ def _project_folder_form(name: str) -> str:
 
 # `{assign}` in a pattern: a key holding one of the row's keywords and a word that names a
 # secret (`TWILIO_AUTH_TOKEN`, `"heroku_api_key"`; not `heroku_app_id`), then `=`, `:`, `:=` or
-# `=>`, quoted or not, also inside a JSON string that holds JSON (`\\\\"key\\\\": \\\\"value\\\\"`);
+# `=>`, quoted or not (a quoted key also in brackets: `os.environ["KEY"] = …`), also inside a JSON
+# string that holds JSON (`\\\\"key\\\\": \\\\"value\\\\"`);
 # the value follows, as the row's group.
 _ASSIGN = (
     "(?i:(?=[A-Za-z0-9_. -]{{0,40}}?(?:key|token|secret|pass|pwd|auth|api|pat|cred|private|sid))"
-    "(?:{keys})[A-Za-z0-9_. -]{{0,30}}?)(?:\\\\{{0,7}}[\"'])?[ \\t]*(?:=>|:=|::|[:=])[ \\t]*(?:\\\\{{0,7}}[\"'`])?"
+    "(?:{keys})[A-Za-z0-9_. -]{{0,30}}?)(?:\\\\{{0,7}}[\"']\\]?)?[ \\t]*(?:=>|:=|::|[:=])[ \\t]*(?:\\\\{{0,7}}[\"'`])?"
 )
 
 
@@ -397,6 +398,9 @@ _RANDOM_PART = re.compile(r"(?=[A-Za-z0-9]*[A-Z])(?=[A-Za-z0-9]*[a-z])(?=[A-Za-z
 _SECRET_WORD = re.compile(r"(?i)token|secret|passw|pwd|key|passphrase")
 _LABEL = re.compile(r"(?i)\A[a-z' -]*(?:token|secret|password|passphrase|api key|key)[a-z' -]*[.?!:]?\Z")
 _NUMBER = re.compile(r"\A[-+]?[0-9][0-9_]*(?:\.[0-9]+)?\Z")
+# a header's name, the value's own word before it (`AUTH=Authorization: token …`)
+_HEADER_NAME = re.compile(r"\A[A-Za-z][A-Za-z-]*:\Z")
+_REDACTED = re.compile(r"<redacted:[a-z0-9_]+>")  # a value the table's rows before have redacted inside
 _EXPRESSION = re.compile(r"\A[A-Za-z_$][A-Za-z0-9_$]*(?:(?:\.|->|::)[A-Za-z_$][A-Za-z0-9_$]*)+\Z")  # a.b.c
 _IDENTIFIER = re.compile(r"\A[A-Za-z_]+\Z")
 _SHORTEST = 4  # a value of fewer characters is no credential (`'h'`, `f"…"`'s f)
@@ -405,8 +409,11 @@ _SHORTEST = 4  # a value of fewer characters is no credential (`'h'`, `f"…"`'s
 def _stays(value: str) -> bool:
     """A value that is no literal secret, however it is written: shorter than 4 characters, a
     variable or substitution, a placeholder, a git object id, sha256, UUID or colour, an identifier
-    with `_` or a secret word in it, a path, or a label about the secret (`Forgot password?`)."""
+    with `_` or a secret word in it, a path, a header's name, a label about the secret (`Forgot
+    password?`), or a value a row before has already redacted inside (`"Authorization: token <redacted:…>"`)."""
     if len(value) < _SHORTEST or _SUBSTITUTION.search(value) or _WRAPPED.match(value) or _MASKED.search(value):
+        return True
+    if _REDACTED.search(value) or _HEADER_NAME.match(value):
         return True
     if _HASH.match(value) or (_IDENTIFIER.match(value) and ("_" in value or _SECRET_WORD.search(value))):
         return True  # an identifier naming a variable or a constant: `next_token`, `AWS_SECRET_ACCESS_KEY`

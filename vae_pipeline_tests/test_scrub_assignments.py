@@ -140,6 +140,24 @@ def test_a_literal_assigned_to_a_secret_named_key_is_redacted_and_the_key_stays(
     assert result.findings == []
 
 
+# A header kept under a secret-named key: the token is its own kind's, redacted once; the
+# header's name and the quoted value that holds the redaction are not taken for a second secret.
+HEADERS_UNDER_A_KEY = [
+    ("bare", "AUTH_HEADER_TOKEN=Authorization: token Zk29xLq0PwAaQ8v", "Zk29xLq0PwAaQ8v"),
+    ("quoted", 'AUTH_HEADER_TOKEN="Authorization: token Zk29xLq0PwAaQ8v"', "Zk29xLq0PwAaQ8v"),
+    ("yaml", 'auth_header_token: "Authorization: token Zk29xLq0PwAaQ8v"', "Zk29xLq0PwAaQ8v"),
+]
+
+
+@pytest.mark.parametrize("depth", FORMS)
+@pytest.mark.parametrize(("text", "secret"), [pytest.param(*c[1:], id=c[0]) for c in HEADERS_UNDER_A_KEY])
+def test_a_header_under_a_secret_named_key_is_redacted_once(text, secret, depth):
+    result = scrub_text(_form(text, depth).encode(), "f.txt", ScrubConfig())
+    read = read_depth(result.data, depth)
+    assert secret not in read and "Authorization: token <redacted:auth_token>" in read
+    assert result.redacted == 1 and dict(result.redacted_by_kind) == {"auth_token": 1}
+
+
 @pytest.mark.parametrize("depth", FORMS)
 @pytest.mark.parametrize(("text", "gone", "count"), [pytest.param(*c[1:], id=c[0]) for c in PEOPLE])
 def test_people_in_version_control_output_become_person(text, gone, count, depth):

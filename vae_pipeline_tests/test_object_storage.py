@@ -302,6 +302,36 @@ def test_a_bucket_that_does_not_exist_is_refused_in_one_line_naming_its_setting(
     assert absent not in s3fs.S3FileSystem(skip_instance_cache=True).ls("", refresh=True)  # never created
 
 
+@pytest.mark.parametrize(("store", "said"), [
+    pytest.param({}, "Unable to locate credentials", id="no-credentials"),
+    pytest.param({"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "example",
+                  "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}, "Could not connect to the endpoint URL",
+                 id="no-answer"),
+])
+def test_a_store_that_cannot_be_reached_is_refused_in_one_line_naming_the_setting(store, said, tmp_path,
+                                                                                  monkeypatch, capsys):
+    """Before: a botocore traceback (NoCredentialsError, EndpointConnectionError) of every command."""
+    isolate(tmp_path, monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    for name, value in store.items():
+        monkeypatch.setenv(name, value)
+    s3fs.S3FileSystem.clear_instance_cache()  # a command is a new process: no client from another test
+    for argv, setting in [(["sample", "--out", "s3://harness/runs"], "--out"),
+                          (["build", "--runs", "s3://harness/runs", "--out", "dataset"], "VAE_RUNS_ROOT (--runs)")]:
+        assert main(argv) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"vae: error: {setting} is s3://harness/runs, but the object "
+                                                       "store cannot be reached ("), lines
+        assert said in lines[0] and "AWS_ENDPOINT_URL" in lines[0]
+    assert not (tmp_path / "s3:").exists()
+
+
 def test_sample_writes_its_runs_root_onto_a_bucket(s3, tmp_path, monkeypatch, capsys):
     """Before: `vae sample --out s3://…` exited 0 and wrote a local folder named `s3:`."""
     isolate(tmp_path / "env", monkeypatch)

@@ -11,6 +11,8 @@ import os
 import shutil
 from pathlib import Path
 
+from botocore.exceptions import BotoCoreError
+
 from vae_pipeline.domain.files import write_if_changed
 from vae_pipeline.domain.objects import absolute, machine_folder, missing_bucket
 from vae_pipeline.domain.project import PROJECT_META, PROJECT_ROOT
@@ -41,9 +43,14 @@ BUCKET_SETTINGS = {"VAE_HOME": None, "VAE_RUNS_ROOT": "--runs", "VAE_DATASET_DIR
 def check_bucket(name: str, url: str) -> None:
     """A setting (or option) naming a bucket that does not exist is refused in one line naming it
     (the pipeline never creates a bucket: docs/deployment.md says how)."""
-    bucket = missing_bucket(url)
+    option = f" ({BUCKET_SETTINGS[name]})" if BUCKET_SETTINGS.get(name) else ""
+    try:
+        bucket = missing_bucket(url)
+    except (BotoCoreError, PermissionError) as exc:  # no credentials, no answer, access denied
+        raise ValueError(f"{name}{option} is {url}, but the object store cannot be reached ({exc}): set "
+                         "AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE "
+                         "(docs/deployment.md)") from exc
     if bucket is not None:
-        option = f" ({BUCKET_SETTINGS[name]})" if BUCKET_SETTINGS.get(name) else ""
         raise ValueError(f"{name}{option} is {url}, but the bucket {bucket} does not exist: create it first "
                          "(docs/deployment.md, \"Creating the buckets\")")
 

@@ -72,7 +72,7 @@ GATE_MEANING = {
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The latest result of one blocking check; `passed` None when not evaluated (never run, or its run ended first)."""
+    """The latest result of one publish check; `passed` None when not evaluated (never run, or its run ended first)."""
 
     name: str
     about: str

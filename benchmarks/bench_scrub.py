@@ -17,7 +17,9 @@ each as a line of a `.env`-like text file and as a tool result's JSON string. Th
    minutes) and reports the same;
 3. prints, per kind of the rule table, the recall of both on its planted values (a value is
    caught by the scrub when it is gone from the output, by detect-secrets when its line is
-   flagged) and their false positives on the strings that must stay (changed or flagged).
+   flagged) and their false positives on the strings that must stay (changed or flagged);
+4. prints the recall of both, per context, on values written apart from the rule table: one per
+   kind the widely used scanners know, in each of the generator's six agent-log contexts.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ from vae_pipeline.domain.scrub.texts import (  # noqa: E402
     learn_user_names,
     scrub_text,
 )
+from vae_pipeline.sample.credential_kinds import KINDS  # noqa: E402
+from vae_pipeline.sample.credential_plants import CONTEXTS, DOT_ENV, planted_episode_files  # noqa: E402
 from vae_pipeline.sample.planted import PLANTED_KIND, planted_text, planted_values  # noqa: E402
 
 WORDS = (
@@ -336,6 +340,44 @@ def report_by_kind(planted: list[Planted], ours: list[bool], flagged: list[bool]
           f"{sum(c[2] for c in stay.values()):7d}")
 
 
+def bench_scanners_kinds(root: Path) -> None:
+    """Recall of both on values written independently of the rule table: one per kind the widely
+    used scanners know (`sample/credential_kinds.py`) in each of six agent-log contexts, as the
+    generator plants them. A value is caught by the scrub when it is gone from every scrubbed file,
+    by detect-secrets when one of the secrets it reports holds it (or lies inside it)."""
+    from detect_secrets import SecretsCollection
+    from detect_secrets.settings import default_settings
+
+    files, plants = planted_episode_files(list(KINDS), random.Random(7), {"brief_id": "bench"}, "/home/ana",
+                                          "2026-10-21T08:00:00Z")
+    files = {name: data for name, data in files.items() if name != DOT_ENV}  # left out of every archive
+    scrubbed = b"\n".join(scrub_text(data, name, ScrubConfig()).data for name, data in files.items())
+    folder = root / "scanners-kinds"
+    for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    with default_settings():
+        collection = SecretsCollection()
+        for name in files:
+            collection.scan_file(str(folder / name))
+    reported = [s.secret_value for _, s in collection if s.secret_value]
+    ours: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for plant in plants:
+        row = ours[plant.context]
+        row[0] += 1
+        row[1] += plant.value.encode() not in scrubbed
+        row[2] += any(plant.value in r or (len(r) >= 8 and r in plant.value) for r in reported)
+    missed = sorted({p.kind for p in plants if p.value.encode() in scrubbed})
+    print(f"\nthe scanners' kinds, written apart from the rule table: {len({p.kind for p in plants})} kinds "
+          f"x {len(CONTEXTS)} contexts")
+    print(f"{'context':24s} {'planted':>7s} {'scrub':>7s} {'d-s':>7s}")
+    for context in CONTEXTS:
+        n, ok, ds = ours[context]
+        print(f"{context:24s} {n:7d} {ok / n:7.1%} {ds / n:7.1%}")
+    n, ok, ds = (sum(row[i] for row in ours.values()) for i in range(3))
+    print(f"{'all':24s} {n:7d} {ok / n:7.1%} {ds / n:7.1%}" + (f"  scrub MISSED: {missed}" if missed else ""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=100.0, help="size of the generated episode")
@@ -350,6 +392,7 @@ def main() -> None:
         ours, right = bench_scrub(folder, values, table)
         theirs, flagged = bench_detect_secrets(folder, values, args.ds_mb, table)
         report_by_kind(planted, right, flagged)
+        bench_scanners_kinds(root)
         print(f"scrub / detect-secrets throughput: {ours / theirs:6.0f}x (goal >= 100x and >= 50 MB/s)")
     finally:
         shutil.rmtree(root)

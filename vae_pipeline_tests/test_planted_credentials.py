@@ -17,12 +17,15 @@ planted episode's `redacted_keys` is the plan's count of what was written.
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from vae_pipeline.sample.credential_plants import CONTEXTS, PlantedEpisode
 from vae_pipeline.sample.generator import generate
@@ -103,14 +106,34 @@ def test_the_plan_covers_every_kind_in_every_context_and_the_build_published_it(
     assert planted - runs_found == set(), "the search misses values where they were planted"
 
 
-def test_no_planted_credential_is_kept_anywhere(world: PlantedWorld) -> None:
+def test_no_planted_credential_is_kept_anywhere(world: PlantedWorld, record_property) -> None:
     """The dataset folder, VAE_HOME (instance databases, tables, warehouse, staged archives, compute
     logs, the review site) and the CLI's output hold none of the values, in any form."""
     leaked: dict[str, set[str]] = defaultdict(set)
     for needle, view in search(world.views["kept"], world.needles):
         leaked[needle.kind].add(needle.planted_in.split(": ", 1)[1].split(" in ", 1)[1])
+    plants = [(p.kind, p.context) for e in world.planted for p in e.plants]
+    record_property("summary", f"planted credentials kept: {sum(len(c) for c in leaked.values())} of {len(plants)} "
+                               f"({len({k for k, _ in plants})} kinds x {len(CONTEXTS)} contexts)")
     assert not leaked, f"{len(leaked)} kind(s) leak:\n  " + "\n  ".join(
         f"{kind}: {', '.join(sorted(contexts))}" for kind, contexts in sorted(leaked.items()))
+
+
+def test_every_json_member_of_the_planted_archives_still_parses(world: PlantedWorld) -> None:
+    """Redactions of every kind, key blocks with no END line among them, leave whole JSON behind."""
+    parsed = 0
+    for episode in world.planted:
+        archive = next(world.dataset.glob(f"episodes/*/{episode.episode_id}.tar.zst"))
+        with tarfile.open(fileobj=io.BytesIO(zstandard.ZstdDecompressor().decompressobj().decompress(
+                archive.read_bytes())), mode="r:") as tar:
+            for member in tar.getmembers():
+                data = tar.extractfile(member).read() if member.isfile() else b""
+                if member.name.endswith(".jsonl"):
+                    parsed += sum(1 for line in data.splitlines() if line.strip() and json.loads(line) is not None)
+                elif member.name.endswith((".json", ".ipynb")):
+                    json.loads(data)
+                    parsed += 1
+    assert parsed >= 2 * 20  # both episodes' logs and files: every line of every call
 
 
 def test_redacted_keys_count_every_planted_occurrence(world: PlantedWorld) -> None:

@@ -443,8 +443,11 @@ def _is_secret_bare(value: bytes) -> bool:
 
 
 def _is_person(value: bytes) -> bool:
-    """A name or e-mail in version-control output, unless a placeholder (`<person>`, `…`, `$NAME`, `%an`)."""
+    """A name or e-mail in version-control output, unless a placeholder (`<person>`, `…`, `$NAME`, `%an`)
+    or no word at all (`{`: the next line of a file is no command's output)."""
     text = value.decode("utf-8", "replace").strip()
+    if not any(c.isalnum() for c in text):
+        return False
     return not (_SUBSTITUTION.search(text) or _WRAPPED.match(text) or _MASKED.search(text))
 
 

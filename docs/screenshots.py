@@ -39,7 +39,7 @@ def pages(site: Path) -> dict[str, tuple[Path, str | None]]:
              "review-episode": (with_freeze, None), "review-judge": (with_freeze, "#judge"),
              "review-findings": (with_findings, "#scrub"),
              "review-transcript": (with_subagent, ".subagent" if 'class="subagent"' in with_subagent.read_text() else None),
-             "review-search": (site / "search.html", "?q=freeze")}
+             "review-search": (site / "index.html", "?q=freeze#search")}
     if invalid:
         shots["review-invalid"] = (invalid[0], None)
     return shots
@@ -54,16 +54,17 @@ def main(argv: list[str] | None = None) -> int:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         for name, (path, place) in pages(args.site).items():
-            query = place if place and place.startswith("?") else ""
+            query = place if place and place.startswith("?") else ""  # `?q=…#section`: searched, scrolled to
             problems = open_page(page, path.as_uri() + query)
             if problems:
                 raise SystemExit(f"{path}: {problems}")
             if page.locator(".mark.freeze").count():  # show the playhead where a click took the video
                 page.locator(".mark.freeze").first.click()
                 page.wait_for_timeout(500)
-            if place and not query:
-                page.locator(place).first.scroll_into_view_if_needed()
-                page.evaluate(f"document.querySelector('{place}').scrollIntoView({{block: 'start'}})")
+            where = place if place and not query else (f"#{query.split('#', 1)[1]}" if "#" in query else None)
+            if where:
+                page.locator(where).first.scroll_into_view_if_needed()
+                page.evaluate(f"document.querySelector('{where}').scrollIntoView({{block: 'start'}})")
             shot = Image.open(io.BytesIO(page.screenshot()))
             shot = shot.resize((960, round(shot.height * 960 / shot.width)), Image.LANCZOS)
             shot.convert("RGB").quantize(colors=256).save(args.out / f"{name}.png", optimize=True)

@@ -189,7 +189,7 @@ def transcript_pages(site: dict, plan, slug: str = "transcript") -> list[Path]:
 
 
 def test_every_page_loads_clean_and_every_reference_resolves(site, sample_runs, page):
-    expected = {"index.html", "search.html", *(f"series/{s}.html" for s in sample_runs.series),
+    expected = {"index.html", *(f"series/{s}.html" for s in sample_runs.series),
                 *(f"episodes/{p.series}/{p.episode_id}.html" for p in sample_runs.episodes if p.bad is None),
                 *(f"episodes/{p.series}/invalid/{page_name(p.episode_id)}" for p in sample_runs.episodes if p.bad)}
     pages = {p.relative_to(site["root"]).as_posix() for p in site["root"].rglob("*.html")}
@@ -390,8 +390,9 @@ def test_a_long_transcript_shows_every_call_the_nested_subagent_and_its_images(s
 def test_search_finds_episodes_by_a_failed_gate(site, sample_runs, page):
     judged = [p for p in sample_runs.episodes if p.bad is None and p.host]
     gate = next(g for p in judged for g in p.host["host_gates_failed"] if g != "no_video")
-    assert not open_page(page, (site["root"] / "search.html").as_uri())
+    assert not open_page(page, (site["root"] / "index.html").as_uri() + "#search")
     assert page.locator("#search-results tbody tr").count() == len(sample_runs.episodes)
+    assert sorted(p.name for p in (site["root"] / "search").iterdir()) == sorted(f"{s}.js" for s in sample_runs.series)
     page.fill("#search-query", gate)
     shown = set(page.eval_on_selector_all("#search-results tbody tr:not([hidden])", "rs => rs.map(r => r.dataset.episode)"))
     assert shown == {p.episode_id for p in judged if gate in p.host["host_gates_failed"]}

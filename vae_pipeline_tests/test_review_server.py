@@ -149,9 +149,10 @@ def test_symlinks_out_of_every_served_folder_are_not_followed(home, serving):
 
 def test_no_listing_no_dotfile_nothing_outside_the_site(home, serving):
     port = serving.server_port
-    assert (home / "review" / ".state.json").is_file() and (home / "vae_warehouse.duckdb").is_file()
     series = min(p.name for p in (home / "frames").iterdir())
-    for path in ("/videos/", f"/frames/{series}/", "/review/episodes/", "/review/.state.json",
+    assert (home / "review" / ".state" / f"{series}.json").is_file() and (home / "vae_warehouse.duckdb").is_file()
+    for path in ("/videos/", f"/frames/{series}/", "/review/episodes/", "/review/.state/",
+                 f"/review/.state/{series}.json",
                  "/review/.cache/", "/vae_warehouse.duckdb", "/dagster/dagster.yaml", "/review/../dagster/dagster.yaml",
                  "/review/%2e%2e/vae_warehouse.duckdb", "/tables/"):
         status, _, body = raw(port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())

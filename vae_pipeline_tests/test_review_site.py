@@ -76,7 +76,10 @@ def test_a_new_series_renders_its_pages_and_the_index_only(two_then_three):
     # the series page, each episode's page and its transcript with the images it shows: nothing else
     assert {f"series/{third}.html", *(f"episodes/{third}/{e}.html" for e in episodes),
             *(f"episodes/{third}/{e}/transcript-1.html" for e in episodes)} <= new
-    assert all(name == f"series/{third}.html" or name.startswith(f"episodes/{third}/") for name in new), new
+    own = {f"series/{third}.html", f"search/{third}.js", f".state/{third}.json"}
+    assert all(name in own or name.startswith(f"episodes/{third}/") for name in new), new
+    assert own <= new
+    assert {name for name in before if name in after and after[name] != before[name]} == {"index.html"}
     assert any(name.startswith(f"episodes/{third}/{episodes[0]}/images/") for name in new)
     for series in (first, second):
         pages = [name for name in before if name.startswith((f"series/{series}", f"episodes/{series}/"))]
@@ -126,6 +129,7 @@ def test_unchanged_series_are_left_alone_a_template_change_renders_all_and_a_gon
     report = render_site(inputs, home, out)
     assert report.series_removed == [first] and report.series_rendered == []
     assert not (out / "series" / f"{first}.html").exists() and not (out / "episodes" / first).exists()
+    assert not (out / "search" / f"{first}.js").exists() and not (out / ".state" / f"{first}.json").exists()
     assert "Leaderboard" not in (out / "index.html").read_text()
 
 

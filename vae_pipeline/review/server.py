@@ -4,7 +4,7 @@
 are served: the home's `review/`, `videos/` and `frames/`
 folders, each a StaticFiles root that resolves every path and refuses one that leads outside it
 (a symlink out, `..`). Never the rest of the pipeline's home (the DuckDB warehouse, the Dagster
-instance), no directory listing, no dotfile (`.state.json`, `.cache/`). A path holding NUL or
+instance), no directory listing, no dotfile (`.state/`, `.cache/`). A path holding NUL or
 control characters, or a Range with numbers no file has (more than 18 digits), is a 400; a
 Range past the end a 416; Range requests are what let a video seek.
 

@@ -5,7 +5,9 @@ a release.
 Pure: rows in, files out (no Dagster). Pages come from Jinja2 templates with autoescaping and
 link to the staged videos and frames under the pipeline's home by relative paths, so the site
 opens from `file://` or a local server with no network. A series' pages are rendered again only
-when what they show changed (a fingerprint per series in `.state.json`); the index every time.
+when what they show changed (a fingerprint per series in `.state/<series>.json`), and its search
+entries (`search/<series>.js`) rewritten only when they changed; the index every time. A new
+series so costs its own files and the index, whatever the site holds.
 """
 
 from __future__ import annotations
@@ -50,13 +52,14 @@ from vae_pipeline.domain.scrub.texts import ScrubConfig, compiled_kinds
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "review" / "templates"
 SITE_DIR = "review"  # under the pipeline's home
-STATE = ".state.json"
+STATE = ".state"  # <series>.json: the fingerprint of the series' pages as last rendered
+LEGACY = (".state.json", "search.html", "search.json")  # the site's whole-site files before they went per series
 LEADERBOARD_CHART = "leaderboard.png"
 LABELS = ("PASS", "PASS_WITH_NITS", "FAIL", "unjudged")
 COUNT_COLUMNS = ("turns", "tool_calls", "subagent_tool_calls", "images_read", "renders", "snapshots", "input_tokens", "output_tokens",
                  "cache_read_tokens", "cache_creation_tokens")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-SEARCH_INDEX = "search.json"
+SEARCH = "search"  # <series>.js: the series' entries of the index page's search
 # what the scrub wrote (placeholders, redactions) and what the site masks (findings), once escaped
 _MARKERS = re.compile(r"&lt;(home|user|hostname|person|redacted:[A-Za-z0-9_]+|finding:[A-Za-z0-9_]+)&gt;")
 GATE_MEANING = {
@@ -524,10 +527,18 @@ def _fingerprint(*parts: object) -> str:
 
 
 def _read_state(out: Path) -> dict[str, str]:
-    try:
-        return json.loads((out / STATE).read_text())
-    except (FileNotFoundError, ValueError):
-        return {}
+    state = {}
+    for path in (out / STATE).glob("*.json"):
+        try:
+            state[path.stem] = json.loads(path.read_text())["fingerprint"]
+        except (ValueError, KeyError, TypeError):
+            continue  # a damaged state file: its series is rendered again
+    return state
+
+
+def _search_script(entries: list[dict]) -> bytes:
+    """A series' search entries as a script the index loads (a `file://` page cannot fetch JSON)."""
+    return f"(window.vaeSearch = window.vaeSearch || []).push(...{json.dumps(entries, indent=0)});\n".encode()
 
 
 def _copy_static(out: Path) -> int:
@@ -662,8 +673,19 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
         entries.append(_index_entry(series_summary(series, rows, inputs), triaged))
     for series in sorted(set(state) - set(by_series)):
         _remove_series(out, series)
+        (out / STATE / f"{series}.json").unlink(missing_ok=True)
         del state[series]
         report.series_removed.append(series)
+    for name in LEGACY:
+        (out / name).unlink(missing_ok=True)
+    searched = search_index(everything, inputs)
+    for series in by_series:
+        report.pages_written += write_if_changed(out / SEARCH / f"{series}.js",
+                                                 _search_script([e for e in searched if e["series"] == series]),
+                                                 durable=False)
+    for stale in (out / SEARCH).glob("*.js"):
+        if stale.stem not in by_series:
+            stale.unlink()
     board = None
     if inputs.leaderboard is not None:
         board = leaderboard_tables(inputs.leaderboard)
@@ -672,16 +694,15 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
                                                      durable=False)
     if board is None or not board["chart"]:
         (out / LEADERBOARD_CHART).unlink(missing_ok=True)
-    index = search_index(everything, inputs)
-    report.pages_written += write_if_changed(out / SEARCH_INDEX, json.dumps(index, indent=0).encode(), durable=False)
-    report.pages_written += _render(env, "search.html", out / "search.html", site=".", index=index)
     report.pages_written += _render(
         env, "index.html", report.index, site=".", series=entries, leaderboard=board, checks=checks, triage=triaged,
+        searched=[f"{SEARCH}/{series}.js" for series in by_series],
         warnings=[dataclasses.replace(c, items=inputs.masked(c.items), description=inputs.masked(c.description))
                   for c in inputs.warnings if c.passed is False],
         links=links, legend=legend(inputs.rubric),
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), rubric_version=inputs.rubric.version)
     if report.pages_written:
         os.sync()  # the pages are on disk before the state says they were rendered
-    write_if_changed(out / STATE, json.dumps(state, indent=2, sort_keys=True).encode())
+    for series in report.series_rendered:
+        write_if_changed(out / STATE / f"{series}.json", json.dumps({"fingerprint": state[series]}).encode())
     return report

@@ -1,6 +1,7 @@
 "use strict";
 // The site's only script: timeline marks, judge frames and defects seek the video; label links filter a
-// series' rows; table headers sort; the search page filters the prebuilt index; copy buttons copy.
+// series' rows; table headers sort; the index page's search filters the entries every series'
+// search/<series>.js adds; copy buttons copy.
 
 function seek(event) {
   const mark = event.target.closest("[data-seek]");
@@ -63,9 +64,8 @@ function copyCommand(event) {
 }
 
 function searchPage() {
-  const source = document.getElementById("search-index");
-  if (!source) return;
-  const index = JSON.parse(source.textContent);
+  const index = window.vaeSearch || [];
+  if (!document.getElementById("search-results")) return;
   const body = document.querySelector("#search-results tbody");
   const query = document.getElementById("search-query");
   const label = document.getElementById("search-label");

@@ -287,3 +287,29 @@ def test_a_shared_rank_reads_equals():
              "hi": 1010.0, "battles": 10, "note": None} for rank, m in ((1, "a"), (1, "b"), (3, "c"), (None, "d"))]
     (table,) = leaderboard_tables(Leaderboard(chart=None, ratings=rows, agreement=[]))["tables"]
     assert [r["shown_rank"] for r in table["rows"]] == ["=1", "=1", "3", "–"]
+
+
+def test_another_rubric_renders_no_transcript_again_and_the_pages_come_out_as_from_scratch(two_then_three,
+                                                                                         monkeypatch):
+    """A rehost: every series' pages are rendered again (labels and rules may have moved), but no
+    archive is read and no transcript page written again, and every page is what a render into an
+    empty folder gives."""
+    home = two_then_three["paths"]["home"]
+    out, fresh = home / "review-rehosted", home / "review-fresh"
+    assert render_site(site_inputs(home, META / "rubric-v1.2.json"), home, out).series_rendered
+    before = mtimes(out)
+    transcripts = {name for name in before if name.count("/") == 3 and name.split("/")[2] != "invalid"}
+    other = META / "rubric-archive" / "rubric-v1.0.json"
+    read = []
+    archive_review = review_site.archive_review
+    monkeypatch.setattr(review_site, "archive_review", lambda row, *a: read.append(row["id"]) or archive_review(row, *a))
+    report = render_site(site_inputs(home, other), home, out)
+    assert read == []
+    assert report.series_rendered == list(two_then_three["series"])
+    after = mtimes(out)
+    assert transcripts and {name: after[name] for name in transcripts} == {name: before[name] for name in transcripts}
+    render_site(site_inputs(home, other), home, fresh)
+    pages = {p.relative_to(fresh).as_posix() for p in fresh.rglob("*.html") if p.name != "index.html"}
+    assert {p.relative_to(out).as_posix() for p in out.rglob("*.html") if p.name != "index.html"} == pages
+    assert [name for name in sorted(pages) if (out / name).read_bytes() != (fresh / name).read_bytes()] == []
+    assert any("transcript-1.html" in (out / name).read_text() for name in pages if name.count("/") == 2)

@@ -52,7 +52,7 @@ from vae_pipeline.domain.scrub.texts import ScrubConfig, compiled_kinds
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "review" / "templates"
 SITE_DIR = "review"  # under the pipeline's home
-STATE = ".state"  # <series>.json: the fingerprint of the series' pages as last rendered
+STATE = ".state"  # <series>.json: the fingerprint of the series' pages as last rendered, each transcript's key
 LEGACY = (".state.json", "search.html", "search.json")  # the site's whole-site files before they went per series
 LEADERBOARD_CHART = "leaderboard.png"
 LABELS = ("PASS", "PASS_WITH_NITS", "FAIL", "unjudged")
@@ -526,13 +526,17 @@ def _fingerprint(*parts: object) -> str:
     return hashlib.sha256(pickle.dumps(parts, protocol=5)).hexdigest()[:24]
 
 
-def _read_state(out: Path) -> dict[str, str]:
+def _read_state(out: Path) -> dict[str, dict]:
+    """Each series' state as last rendered: the fingerprint of its pages and, per episode, its
+    transcript key and what its page said of the archive."""
     state = {}
     for path in (out / STATE).glob("*.json"):
         try:
-            state[path.stem] = json.loads(path.read_text())["fingerprint"]
-        except (ValueError, KeyError, TypeError):
+            record = json.loads(path.read_text())
+        except ValueError:
             continue  # a damaged state file: its series is rendered again
+        if isinstance(record, dict) and isinstance(record.get("fingerprint"), str):
+            state[path.stem] = record if isinstance(record.get("episodes"), dict) else {**record, "episodes": {}}
     return state
 
 
@@ -611,20 +615,39 @@ def _render_transcript(env: jinja2.Environment, folder: Path, episode: dict, rev
     return written, {"logs": summaries}
 
 
+def _transcript_key(version: str, row: dict, inputs: SiteInputs, home: Path, out: Path) -> str:
+    """A hash of everything an episode's transcript pages are made from: its archive as staged,
+    its findings, the names masked, the templates and the site's place; not its label or the
+    rubric, so a rehost renders them again only where the archive changed."""
+    staged = row.get("staged_archive")
+    return _fingerprint(version, str(out), row["id"], row["series"], staged, row.get("archive_sha256"),
+                        row.get("bundle_parts"), inputs.scrub, bool(staged) and (home / staged).is_file())
+
+
 def _render_series(env: jinja2.Environment, page: dict, rows: list[dict], inputs: SiteInputs, home: Path,
-                   out: Path) -> int:
+                   out: Path, version: str, cached: dict[str, dict]) -> tuple[int, dict[str, dict]]:
+    """The series' pages, and what its episode pages said of each archive (kept with the series'
+    state: an episode whose transcript key is the same is not read or rendered again)."""
     written = _render(env, "series.html", out / "series" / f"{page['id']}.html", series=page, site="..")
     folder = out / "episodes" / page["id"]
     by_id = {r["id"]: r for r in rows}
+    said: dict[str, dict] = {}
     for episode in page["episodes"]:
-        review = archive_review(by_id[episode["id"]], inputs, home)
-        episode["archive"], episode["transcript"], episode["archive_error"] = None, None, None
-        if review is not None and "error" in review:
-            episode["archive_error"] = review["error"]
-        elif review is not None:
-            pages, episode["transcript"] = _render_transcript(env, folder, episode, review)
-            written += pages
-            episode["archive"] = {"judge": review["judge"], "findings": review["findings"]}
+        key = _transcript_key(version, by_id[episode["id"]], inputs, home, out)
+        hit = cached.get(episode["id"])
+        if hit is not None and hit.get("key") == key and (folder / page_stem(episode["id"])).is_dir():
+            episode.update(archive=hit["archive"], transcript=hit["transcript"], archive_error=hit["archive_error"])
+        else:
+            review = archive_review(by_id[episode["id"]], inputs, home)
+            episode["archive"], episode["transcript"], episode["archive_error"] = None, None, None
+            if review is not None and "error" in review:
+                episode["archive_error"] = review["error"]
+            elif review is not None:
+                pages, episode["transcript"] = _render_transcript(env, folder, episode, review)
+                written += pages
+                episode["archive"] = {"judge": review["judge"], "findings": review["findings"]}
+        said[episode["id"]] = {"key": key, "archive": episode["archive"], "transcript": episode["transcript"],
+                               "archive_error": episode["archive_error"]}
         written += _render(env, "episode.html", folder / episode["page"], episode=episode, site="../..")
     for invalid in page["invalid"]:
         written += _render(env, "invalid.html", folder / invalid["page"], episode=invalid, site="../../..")
@@ -637,7 +660,7 @@ def _render_series(env: jinja2.Environment, page: dict, rows: list[dict], inputs
     for stale in (folder / "invalid").glob("*.html") if (folder / "invalid").exists() else []:
         if stale.name not in invalid_keep:
             stale.unlink()
-    return written
+    return written, said
 
 
 def _remove_series(out: Path, series: str) -> None:
@@ -663,12 +686,14 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
     entries = []
     for series, rows in by_series.items():
         fingerprint = _series_fingerprint(version, series, rows, inputs, out)
-        if state.get(series) == fingerprint and (out / "series" / f"{series}.html").exists():
+        before = state.get(series, {})
+        if before.get("fingerprint") == fingerprint and (out / "series" / f"{series}.html").exists():
             report.series_unchanged.append(series)
         else:
-            report.pages_written += _render_series(env, series_page(series, rows, inputs, home, out), rows, inputs,
-                                                   home, out)
-            state[series] = fingerprint
+            written, said = _render_series(env, series_page(series, rows, inputs, home, out), rows, inputs, home, out,
+                                           version, before.get("episodes", {}))
+            report.pages_written += written
+            state[series] = {"fingerprint": fingerprint, "episodes": said}
             report.series_rendered.append(series)
         entries.append(_index_entry(series_summary(series, rows, inputs), triaged))
     for series in sorted(set(state) - set(by_series)):
@@ -704,5 +729,5 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
     if report.pages_written:
         os.sync()  # the pages are on disk before the state says they were rendered
     for series in report.series_rendered:
-        write_if_changed(out / STATE / f"{series}.json", json.dumps({"fingerprint": state[series]}).encode())
+        write_if_changed(out / STATE / f"{series}.json", json.dumps(state[series]).encode())  # key order is shown order
     return report

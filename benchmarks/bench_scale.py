@@ -16,6 +16,11 @@ Each figure is printed with its ratio to the full build and its goal, and where 
 (steps per asset, the runs' overhead outside the steps, staleness planning). `--profile DIR`
 writes a cProfile of builds 2-4 to DIR (`pstats` files, `python -m pstats`).
 
+`--ui` then starts Dagster's webserver on the instance and times, in Debian's Chromium, how long
+the `labels` asset page, its partitions tab and one series' materialization take to show (from
+the page's request until the element an operator reads is on screen; best of 3, after one cold
+visit of each, with a new tab each time).
+
 `--floor P` measures what Dagster itself costs per partition on SQLite: one ranged run of an
 empty series-partitioned asset over P partitions (each with one metadata entry, as the assets
 record), against the same run over one partition.
@@ -45,6 +50,7 @@ UPSTREAM_OF_LABELS = ("episodes", "renders", "verdicts", "bundles")
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # as `vae build` runs
 # (figure, goal at 1,000, goal at 10,000) in seconds
 GOALS = {"unchanged": (3, 5), "new series": (3, 6), "rehost": (8, 45)}
+UI_GOAL_S = 3.0
 
 
 def site_files(site: Path) -> dict[str, tuple[int, str]]:
@@ -66,7 +72,53 @@ def load() -> str:
     return "load {:.1f} / {:.1f} / {:.1f}".format(*os.getloadavg())
 
 
-def one_size(n: int, root: Path, profile: Path | None) -> dict[str, float]:
+def ui_pages(root: Path, series: str) -> dict[str, float]:
+    """Seconds until each page an operator opens shows what they came for, on the instance the
+    builds made: Dagster's webserver (no daemon) and Chromium, best of 3 after a cold visit."""
+    import re
+
+    from playwright.sync_api import sync_playwright
+
+    from vae_pipeline.domain.project import PROJECT_ROOT
+    from vae_pipeline_tests.services import answers, free_port, process, wait_for
+    from vae_pipeline_tests.test_review_browser import CHROMIUM, LAUNCH_ARGS
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "dagster_webserver", "-w", str(PROJECT_ROOT / "workspace.yaml"),
+               "-h", "127.0.0.1", "-p", str(port)]
+    pages = {  # page, and what shows it loaded
+        "labels asset page": (f"{url}/assets/labels", lambda page: page.get_by_text("Latest materialization").first),
+        "labels partitions tab": (f"{url}/assets/labels?view=partitions",
+                                  lambda page: page.get_by_text(series, exact=True).first),
+        "one series' materialization": (f"{url}/assets/labels?view=partitions&partition={series}",
+                                        lambda page: page.get_by_text(re.compile("^vae/version$")).first),
+    }
+    seconds: dict[str, float] = {}
+    log = root / "webserver.log"
+    with process(command, dict(os.environ), log) as webserver, sync_playwright() as playwright:
+        wait_for(lambda: answers(f"{url}/server_info"), "dagster-webserver", webserver, log)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        for name, (address, shown) in pages.items():
+            times = []
+            for _ in range(4):  # a cold visit, then three
+                page = context.new_page()
+                page.set_default_timeout(120_000)
+                page.add_locator_handler(page.get_by_role("button", name="Skip", exact=True), lambda b: b.click())
+                start = time.perf_counter()
+                page.goto(address)
+                shown(page).wait_for()
+                times.append(time.perf_counter() - start)
+                page.close()
+            seconds[name] = min(times[1:])
+            print(f"  UI, {name}: {seconds[name]:.2f} s (cold {times[0]:.2f} s; goal <= {UI_GOAL_S:g} s "
+                  f"{'✓' if seconds[name] <= UI_GOAL_S else '✗'}); {load()}", flush=True)
+        browser.close()
+    return seconds
+
+
+def one_size(n: int, root: Path, profile: Path | None, ui: bool = False) -> dict[str, float]:
     from vae_pipeline.domain.review.site import SITE_DIR
     from vae_pipeline.sample.generator import generate
 
@@ -133,6 +185,9 @@ def one_size(n: int, root: Path, profile: Path | None) -> dict[str, float]:
         print("  where the time went:")
         for name, _, timing in figures:
             timing.report(name)
+        if ui:
+            slow = [name for name, seconds in ui_pages(root, new_series).items() if seconds > UI_GOAL_S]
+            problems += [f"the UI's {name} took over {UI_GOAL_S:g} s" for name in slow]
         for problem in problems:
             print(f"FAIL N={n}: {problem}")
         results["problems"] = len(problems)
@@ -188,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, help="write cProfile stats of the later builds to this folder")
     parser.add_argument("--floor", type=int, default=0, help="also measure Dagster's cost per partition over P")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (printed)")
+    parser.add_argument("--ui", action="store_true", help="also time the Dagster UI's labels pages in Chromium")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -203,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             dagster_floor(args.floor, root)
         per_episode = {}
         for n in (int(s) for s in args.episodes.split(",")):
-            results = one_size(n, root / str(n), args.profile)
+            results = one_size(n, root / str(n), args.profile, args.ui)
             per_episode[n] = results["full"] / n
             failed += results["problems"]
         if len(per_episode) > 1:

@@ -8,7 +8,7 @@ import pytest
 import s3fs
 
 from vae_pipeline.assets.dataset_episodes import place
-from vae_pipeline.domain.objects import heads_under, location, write_if_changed
+from vae_pipeline.domain.objects import Mirror, heads_under, location, write_if_changed
 from vae_pipeline.storage.resources import RunsRoot
 from vae_pipeline_tests.request_counter import CountingProxy, summary
 
@@ -91,3 +91,38 @@ def test_the_proxy_counts_kinds_and_statuses(make_bucket, proxy):
     counts = summary(proxy.taken())
     assert counts["kind"] == {"PUT": 1, "conditional PUT": 1, "ranged GET": 1, "LIST": 1, "HEAD": 1}
     assert counts["HEAD 404"]["HEAD 404"] == 1
+
+
+def test_a_frames_folder_is_one_object_and_another_machine_fetches_it_in_one_get(make_bucket, proxy, tmp_path):
+    """Frames and their contact sheet, saved on a bucket: one PUT for the folder (and the pointer
+    naming its version), not one per file; another machine gets it with one listing and one GET,
+    the same files; a folder saved file by file before folders were packed is still fetched."""
+    bucket = make_bucket()
+    writer = Mirror(location(f"s3://{bucket}/home"), tmp_path / "writer")
+    folder = writer.local / writer.versioned("frames/s1/ep-1", "v1")
+    frames = {f"f{i:02d}.jpg": bytes([i]) * (100 + i) for i in range(14)} | {"contact.jpg": b"sheet", "labels.json": b"{}"}
+    for name, data in frames.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    proxy.taken()
+    assert writer.publish_folder(folder) == "frames/s1/ep-1@v1"
+    made = summary(proxy.taken())
+    assert made["method"]["PUT"] == 2 and made["method"]["GET"] + made["method"]["HEAD"] <= 1, made  # folder, pointer
+    s3 = s3fs.S3FileSystem(skip_instance_cache=True)
+    assert sorted(s3.find(f"{bucket}/home")) == [f"{bucket}/home/frames/s1/ep-1.current",
+                                                  f"{bucket}/home/frames/s1/ep-1@v1.tar"]
+    for name, data in {"f00.jpg": b"old", "contact.jpg": b"old sheet"}.items():  # saved file by file
+        s3.pipe_file(f"{bucket}/home/frames/s0/ep-0@v0/{name}", data)
+    reader = Mirror(location(f"s3://{bucket}/home"), tmp_path / "reader")
+    proxy.taken()
+    reader.fetch_folders(["frames/s1/ep-1@v1", "frames/s0/ep-0@v0"], "frames")
+    assert summary(proxy.taken())["kind"] == {"LIST": 1, "GET": 3}
+    got = reader.local / "frames/s1/ep-1@v1"
+    assert {p.relative_to(got).as_posix(): p.read_bytes() for p in got.rglob("*") if p.is_file()} == frames
+    assert (reader.local / "frames/s0/ep-0@v0/contact.jpg").read_bytes() == b"old sheet"
+    reader.fetch_folders(["frames/s1/ep-1@v1"], "frames")  # unchanged: the listing alone
+    assert summary(proxy.taken())["kind"] == {"LIST": 1}
+    other = Mirror(location(f"s3://{bucket}/home"), tmp_path / "other")
+    other.sync_folders("frames")  # `vae review` on a bucket home: every folder
+    assert (other.local / "frames/s1/ep-1@v1/f13.jpg").read_bytes() == frames["f13.jpg"]
+    assert (other.local / "frames/s0/ep-0@v0/f00.jpg").read_bytes() == b"old"

@@ -22,6 +22,7 @@ import s3fs
 
 from vae_pipeline.cli import main
 from vae_pipeline.cli.build import build
+from vae_pipeline.cli.review import review_index
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META, isolate
 from vae_pipeline_tests.object_store import OVERRIDING, aws_environ, fresh_bucket
@@ -151,17 +152,29 @@ def test_the_state_lives_on_the_bucket_and_only_the_scratch_folder_on_disk(bucke
             for s in series} <= names
     assert {f"label_state/{s}/00000001.parquet" for s in series} <= names
     assert len([n for n in names if n.startswith("bundles/") and n.endswith(".tar.zst")]) == len(runs["sample"].episodes)
-    # frames are saved under versioned keys with a pointer naming the version in use
+    # each video's frames are one object under a versioned key, with a pointer naming the version in use
     pointers = sorted(n for n in names if n.startswith("frames/") and n.endswith(".current"))
     assert len(pointers) == len(runs["sample"].episodes)
-    for pointer in pointers:
-        version = fs.cat_file(f"{home}/{pointer}").decode()
-        assert f"{pointer.removesuffix('.current')}@{version}/contact.jpg" in names
+    assert sorted(n for n in names if n.startswith("frames/") and not n.endswith(".current")) == sorted(
+        f"{pointer.removesuffix('.current')}@{fs.cat_file(f'{home}/{pointer}').decode()}.tar" for pointer in pointers)
     # the renders table names the versioned frames it was made with
     renders = pl.read_parquet(io.BytesIO(fs.cat_file(f"{home}/tables/renders/{series[0]}.parquet")))
-    assert all(f"{sheet}" in names for sheet in renders["contact_sheet"].to_list())
+    assert all(f"{sheet.rsplit('/', 1)[0]}.tar" in names for sheet in renders["contact_sheet"].to_list())
     # nothing named after the bucket was made on disk (a URL taken for a folder)
     assert not list(Path.cwd().glob("s3*")) and not list(bucket_build["root"].rglob("s3:*"))
+
+
+def test_vae_review_on_another_machine_shows_every_frame_from_the_bucket(bucket_build, tmp_path):
+    """The review site, videos and frames of a bucket home fetched into a fresh scratch folder:
+    every frame and contact sheet the pages link is there (the frames came as one object each)."""
+    index = review_index({"VAE_HOME": bucket_build["home"], "VAE_SCRATCH": str(tmp_path / "elsewhere")})
+    site = index.parent
+    linked = set()
+    for page in site.rglob("*.html"):
+        for target in re.findall(r'(?:src|href)="([^"#?]+\.jpg)"', page.read_text()):
+            linked.add((page.parent / target).resolve())
+    assert len([p for p in linked if "/frames/" in p.as_posix()]) >= 14
+    assert [p for p in linked if not p.is_file()] == []
 
 
 def test_a_second_build_on_the_bucket_changes_nothing(bucket_build, runs):
@@ -309,7 +322,7 @@ def test_a_bucket_that_does_not_exist_is_refused_in_one_line_naming_its_setting(
                  id="no-answer"),
 ])
 def test_a_store_that_cannot_be_reached_is_refused_in_one_line_naming_the_setting(store, said, tmp_path,
-                                                                                  monkeypatch, capsys):
+                                                                                  monkeypatch, capsys, request):
     """Before: a botocore traceback (NoCredentialsError, EndpointConnectionError) of every command."""
     isolate(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
@@ -322,6 +335,7 @@ def test_a_store_that_cannot_be_reached_is_refused_in_one_line_naming_the_settin
     for name, value in store.items():
         monkeypatch.setenv(name, value)
     s3fs.S3FileSystem.clear_instance_cache()  # a command is a new process: no client from another test
+    request.addfinalizer(s3fs.S3FileSystem.clear_instance_cache)  # nor from this one in the next
     for argv, setting in [(["sample", "--out", "s3://harness/runs"], "--out"),
                           (["build", "--runs", "s3://harness/runs", "--out", "dataset"], "VAE_RUNS_ROOT (--runs)")]:
         assert main(argv) == 2

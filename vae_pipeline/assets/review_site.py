@@ -107,8 +107,8 @@ def fetch_linked_files(warehouse: Warehouse, rows: list[dict]) -> None:
         for name in ("staged_video", "staged_archive"):
             if row.get(name):
                 warehouse.fetch(row[name])
-        if row.get("contact_sheet"):
-            warehouse.mirror.sync(row["contact_sheet"].rsplit("/", 1)[0])
+    warehouse.mirror.fetch_folders([row["contact_sheet"].rsplit("/", 1)[0] for row in rows if row.get("contact_sheet")],
+                                   "frames")
 
 
 @dg.asset(code_version="review_site-2", group_name="review", kinds={"html"},

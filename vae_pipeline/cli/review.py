@@ -16,8 +16,9 @@ def review_index(env: dict[str, str]) -> Path:
     """The review site's index under VAE_HOME (written by the `review_site` asset); on a bucket
     home, in this machine's copy, with the videos and frames its pages show."""
     mirror = Warehouse(path=env["VAE_HOME"], scratch_path=env.get("VAE_SCRATCH", "")).mirror
-    for folder in (SITE_DIR, "videos", "frames"):
+    for folder in (SITE_DIR, "videos"):
         mirror.sync(folder)
+    mirror.sync_folders("frames")
     index = mirror.local / SITE_DIR / "index.html"
     if not index.exists():
         raise CliError(f"no review site in {index.parent}; run `vae build` first")

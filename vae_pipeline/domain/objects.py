@@ -13,7 +13,10 @@ are trusted (s3fs caches them). The endpoint, region and credentials are the AWS
 from __future__ import annotations
 
 import hashlib
+import io
 import os
+import shutil
+import tarfile
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -312,6 +315,24 @@ def fingerprint_entries(folder: UPath) -> list[str]:
     return [f"{name}\0{info.get('size')}\0{info.get('ETag')}\n" for name, info in sorted(listing(folder).items())]
 
 
+PACKED = ".tar"  # a folder `Mirror.publish_folder` put on a bucket as one object
+UNPACKED = ".unpacked"  # beside a fetched object's ETag: the ETag its folder was unpacked from
+POINTER = ".current"  # `<name>.current`: the version of a folder in use
+
+
+def _packed(folder: Path) -> bytes:
+    """A folder's files as one uncompressed tar (the frames are JPEGs), the same bytes for the
+    same files: sorted, no times, owners or modes of this machine."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            info = tarfile.TarInfo(path.relative_to(folder).as_posix())
+            info.size, info.mode = path.stat().st_size, 0o644
+            with path.open("rb") as handle:
+                tar.addfile(info, handle)
+    return out.getvalue()
+
+
 class Mirror:
     """A local copy of a bucket prefix, kept fresh by ETag, for the code that needs real files
     (PyAV, tar, the review site's renderer); on disk it is the folder itself and costs nothing.
@@ -370,6 +391,47 @@ class Mirror:
                 path.unlink()
                 (self._tags / rel).unlink(missing_ok=True)
         return listed
+
+    def fetch_folders(self, rels: list[str], under: str, listed: dict[str, dict] | None = None) -> None:
+        """The local copy of each folder `publish_folder` made (all under the prefix `under`), from
+        one listing of that prefix: the packed ones missing or changed here fetched together and
+        unpacked; a folder saved file by file (before folders were packed) fetched file by file
+        (on disk: nothing to do)."""
+        if not self.is_remote or not rels:
+            return
+        listed = listing(self.remote / under) if listed is None else listed
+        wanted = {rel[len(under) + 1:] for rel in rels}
+        packed = {name: info.get("ETag") for name, info in listed.items()
+                  if name.endswith(PACKED) and name[: -len(PACKED)] in wanted}
+        loose_folders = wanted - {name[: -len(PACKED)] for name in packed}
+        loose = {name: info.get("ETag") for name, info in listed.items() if name.rsplit("/", 1)[0] in loose_folders}
+        self._download({f"{under}/{name}": tag for name, tag in {**packed, **loose}.items()})
+        for name, tag in packed.items():
+            self._unpack(f"{under}/{name[: -len(PACKED)]}", tag)
+
+    def sync_folders(self, under: str) -> None:
+        """Every folder `publish_folder` made under the prefix `under`, here (one listing)."""
+        if not self.is_remote:
+            return
+        listed = listing(self.remote / under)
+        folders = {name[: -len(PACKED)] for name in listed if name.endswith(PACKED)}
+        folders |= {name.rsplit("/", 1)[0] for name in listed if "/" in name and not name.endswith((PACKED, POINTER))}
+        self.fetch_folders([f"{under}/{folder}" for folder in sorted(folders)], under, listed)
+
+    def _unpack(self, rel: str, tag: str) -> None:
+        """Unpack `<rel>.tar` into the folder `rel` unless it was unpacked from the same object."""
+        marker = self._tags / f"{rel}{UNPACKED}"
+        if (self.local / rel).is_dir() and marker.is_file() and marker.read_text() == tag:
+            return
+        staging = self.local / f"{rel}.{uuid.uuid4().hex[:8]}.unpacking"
+        try:
+            with tarfile.open(self.local / f"{rel}{PACKED}") as tar:
+                tar.extractall(staging, filter="data")
+            shutil.rmtree(self.local / rel, ignore_errors=True)
+            os.replace(staging, self.local / rel)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        write_atomic(marker, tag.encode(), durable=False)
 
     def _download(self, tags: dict[str, str]) -> None:
         """Fetch the files (by name relative to the root, with their ETags on the bucket) whose
@@ -445,17 +507,19 @@ class Mirror:
         under its `versioned` name, part of the root; the name to read it by.
 
         On disk it was swapped into place whole already. On a bucket, where nothing can be
-        renamed, its files go to new keys under `<name>@<version>/` (uploaded together) and the
-        pointer `<name>.current` names that version, replaced only if no other writer replaced
-        it since it was read (`If-Match`). Readers go by the version the renders table names,
-        so they never see half of one save and half of another."""
+        renamed, the folder goes as one object, `<name>@<version>.tar` (one PUT, not one a file),
+        and the pointer `<name>.current` names that version, replaced only if no other writer
+        replaced it since it was read (`If-Match`). Readers go by the version the renders table
+        names (`fetch_folders`), so they never see half of one save and half of another."""
         rel = folder.relative_to(self.local).as_posix()
         if not self.is_remote:
             return rel
-        self._upload({f"{rel}/{path.relative_to(folder).as_posix()}": path
-                      for path in sorted(folder.rglob("*")) if path.is_file()})
+        packed = self.local / f"{rel}{PACKED}"
+        write_atomic(packed, _packed(folder), durable=False)
+        self._upload({f"{rel}{PACKED}": packed})
+        write_atomic(self._tags / f"{rel}{UNPACKED}", (self._tags / f"{rel}{PACKED}").read_bytes(), durable=False)
         name, version = rel.rsplit("@", 1)
-        pointer = self.remote / f"{name}.current"
+        pointer = self.remote / f"{name}{POINTER}"
         while True:
             seen = etag(pointer)
             if seen is not None and read_bytes(pointer).decode() == version:

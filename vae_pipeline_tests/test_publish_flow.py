@@ -12,6 +12,7 @@ import pytest
 
 from vae_pipeline.cli import main
 from vae_pipeline.cli.build import build
+from vae_pipeline.assets import publish_checks
 from vae_pipeline.cli.common import settings
 from vae_pipeline.definitions import defs
 from vae_pipeline_tests.conftest import copy_runs
@@ -195,3 +196,28 @@ def test_the_publish_job_reads_every_archive_that_builds_found_alike(sample_runs
     assert code == 1
     refusal = out.split("dataset_episodes.files_match_manifests: ", 1)[1].split("\n- ", 1)[0]
     assert f"{archive.relative_to(dataset).as_posix()}: sha256 differs from its manifest" in refusal, out
+
+
+def test_a_rehost_rewrites_every_manifest_and_the_build_reads_no_archive_again(sample_runs, pipeline_env, tmp_path,
+                                                                              monkeypatch, capsys):
+    """What a manifest says of its archive (sha256, members) does not change with the label: the
+    build's check compares that part, and reads an archive again only when it moved; the release
+    still reads every byte and finds them right."""
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    dataset = pipeline_env["dataset"]
+    build(runs, dataset)
+    manifests = {p: p.read_bytes() for p in dataset.glob("episodes/*/*.json")}
+    read = []
+    archive_problems = publish_checks.archive_problems
+    monkeypatch.setattr(publish_checks, "archive_problems", lambda root, row: read.append(row["id"]) or
+                        archive_problems(root, row))
+    summary = build(runs, dataset, rubric_version="1.0")
+    assert summary["materialized"].get("dataset_episodes")
+    assert manifests and all(p.read_bytes() != data for p, data in manifests.items())  # every verdict moved
+    assert read == []
+    check = dg.DagsterInstance.get().get_latest_asset_check_evaluation_record(
+        dg.AssetCheckKey(dg.AssetKey("dataset_episodes"), "files_match_manifests"))
+    assert check.evaluation.passed
+    monkeypatch.undo()
+    code, out = _publish(capsys, dataset, "--runs", str(runs))
+    assert "files_match_manifests" not in out.split("publishing refused", 1)[-1], out

@@ -1,5 +1,6 @@
 """`dataset_episodes`: the published episodes' files — videos, archives and manifests."""
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -111,6 +112,17 @@ def archive_problems(root: UPath, row: dict) -> list[str]:
         return [f"{row['archive']}: {exc}"]
     return [f"{row['archive']}: {path} differs from its manifest"
             for path in sorted(set(listed) | set(found)) if listed.get(path) != found.get(path)]
+
+
+def manifest_checked_part(root: UPath, row: dict) -> str | None:
+    """A hash of what `archive_problems` compares of the manifest (the archive's sha256 and every
+    member's path, size and sha256: not the verdict a rehost changes); None when it cannot be read."""
+    try:
+        manifest = json.loads(read_bytes((root / row["archive"]).with_name(f"{row['id']}.json")))
+        checked = json.dumps([manifest["archive_sha256"], manifest["files"]], sort_keys=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return hashlib.sha256(checked.encode()).hexdigest()
 
 
 def rows_vs_archives(root: UPath) -> list[dict]:

@@ -21,6 +21,7 @@ import polars as pl
 from vae_pipeline.assets.dataset import WITHHELD, read_withheld
 from vae_pipeline.assets.dataset_episodes import (
     archive_problems,
+    manifest_checked_part,
     manifest_name,
     dataset_episodes,
     published_rows,
@@ -97,16 +98,21 @@ def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame
 
 def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse, dataset_folder: DatasetFolder,
                     episode_table: pl.DataFrame, folder: str, digest: str, files_of: Callable[[dict], list[str]],
-                    problems_of: Callable[[dict], list[str]]) -> list[dict]:
+                    problems_of: Callable[[dict], list[str]],
+                    checked_of: Callable[[dict], str | None] | None = None) -> list[dict]:
     """What `problems_of` says of each published row (`said_of`), asked only for the rows whose
     files (`files_of`, under `folder`) were written since this check last found them right, by
-    their identity (size and mtime/inode, or ETag) and the row's own `digest` column. In the
-    `publish_checks` job (what `vae publish` runs before the release) every row is asked."""
+    their identity (size and mtime/inode, or ETag) and the row's own `digest` column. Where the
+    files after the first were rewritten but `checked_of` (what of them the check compares) and
+    the first file are as they were — a manifest whose label a rehost changed — nothing is read
+    again either. In the `publish_checks` job (what `vae publish` runs before the release) every
+    row is asked."""
     record = warehouse.home / ROLLUPS / f"{context.check_specs[0].name}.json"
-    before: dict[str, str] = {}
+    before: dict[str, list] = {}
     if context.run.job_name != PUBLISH_CHECKS_JOB and exists(record):
-        try:
-            before = dict(json.loads(read_bytes(record)))
+        try:  # name -> [identity, what was checked]; an older record holds the identity alone
+            before = {name: seen if isinstance(seen, list) else [seen, None]
+                      for name, seen in dict(json.loads(read_bytes(record))).items()}
         except ValueError:  # a record that cannot be read costs reading the files again
             before = {}
     listed = listing(dataset_folder.root / folder)
@@ -118,10 +124,18 @@ def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse
         found = [listed.get(name.removeprefix(f"{folder}/")) for name in names]
         identity = "|".join([*(listed_identity(info) for info in found), row[digest] or ""]) \
             if all(found) else None
-        problems = [] if identity is not None and before.get(names[0]) == identity else problems_of(row)
+        seen = before.get(names[0], [None, None])
+        checked = None
+        if identity is not None and seen[0] == identity:
+            problems, checked = [], seen[1]
+        else:
+            if identity is not None and checked_of is not None:
+                part = checked_of(row)
+                checked = None if part is None else f"{listed_identity(found[0])}|{part}|{row[digest] or ''}"
+            problems = [] if checked is not None and seen[1] == checked else problems_of(row)
         said += [said_of(row, p) for p in problems]
         if identity is not None and not problems:
-            alike[names[0]] = identity
+            alike[names[0]] = [identity, checked]
     if alike != before:
         put_bytes(record, json.dumps(alike, sort_keys=True).encode())
     return said
@@ -134,7 +148,8 @@ def files_match_manifests(context: dg.AssetCheckExecutionContext, dataset_folder
                           warehouse: Warehouse, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     said = _problems_since(context, warehouse, dataset_folder, episode_table, "episodes", "archive_sha256",
                            lambda row: [row["archive"], manifest_name(row)],
-                           lambda row: archive_problems(dataset_folder.root, row))
+                           lambda row: archive_problems(dataset_folder.root, row),
+                           lambda row: manifest_checked_part(dataset_folder.root, row))
     return _by_episode("every archive matches its manifest", said, f"{len(said)} archive problem(s) against the manifests:",
                       
                        "Rebuild (vae build) to rewrite the files, or withhold the episode.")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import shutil
 import tarfile
 import tempfile
 import uuid
@@ -28,6 +27,7 @@ from vae_pipeline.domain.files import (
     CHUNK,
     create_new,
     link_or_copy,
+    replacing_folder,
     sha256_stream,
     write_atomic,
 )
@@ -423,14 +423,8 @@ class Mirror:
         marker = self._tags / f"{rel}{UNPACKED}"
         if (self.local / rel).is_dir() and marker.is_file() and marker.read_text() == tag:
             return
-        staging = self.local / f"{rel}.{uuid.uuid4().hex[:8]}.unpacking"
-        try:
-            with tarfile.open(self.local / f"{rel}{PACKED}") as tar:
-                tar.extractall(staging, filter="data")
-            shutil.rmtree(self.local / rel, ignore_errors=True)
-            os.replace(staging, self.local / rel)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        with replacing_folder(self.local / rel) as staging, tarfile.open(self.local / f"{rel}{PACKED}") as tar:
+            tar.extractall(staging, filter="data")
         write_atomic(marker, tag.encode(), durable=False)
 
     def _download(self, tags: dict[str, str]) -> None:

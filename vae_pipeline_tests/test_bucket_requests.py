@@ -126,3 +126,20 @@ def test_a_frames_folder_is_one_object_and_another_machine_fetches_it_in_one_get
     other.sync_folders("frames")  # `vae review` on a bucket home: every folder
     assert (other.local / "frames/s1/ep-1@v1/f13.jpg").read_bytes() == frames["f13.jpg"]
     assert (other.local / "frames/s0/ep-0@v0/f00.jpg").read_bytes() == b"old"
+
+
+def test_staged_files_are_fetched_from_one_listing_a_folder_not_a_head_each(make_bucket, proxy, s3_client, tmp_path):
+    """What `dataset_episodes` and the review step read of the home's staged videos and archives."""
+    bucket = make_bucket()
+    names = [f"videos/s1/ep-{i}.mp4" for i in range(5)] + [f"bundles/s1/ep-{i}.tar.zst" for i in range(5)]
+    for name in names:
+        s3_client.put_object(Bucket=bucket, Key=f"home/{name}", Body=name.encode())
+    mirror = Mirror(location(f"s3://{bucket}/home"), tmp_path / "scratch")
+    proxy.taken()
+    local = mirror.fetch_all(names)
+    assert summary(proxy.taken())["kind"] == {"LIST": 2, "GET": len(names)}
+    assert {name: path.read_bytes() for name, path in local.items()} == {name: name.encode() for name in names}
+    mirror.fetch_all(names)  # held here already: the listings alone
+    assert summary(proxy.taken())["kind"] == {"LIST": 2}
+    with pytest.raises(FileNotFoundError, match="videos/s1/gone.mp4 is not in the bucket"):
+        mirror.fetch_all(["videos/s1/gone.mp4"])

@@ -56,11 +56,13 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
     keep: set[str] = set()
     written = 0
     heads = heads_under(root)  # one LIST of the dataset folder, not a HEAD per file
+    staged = warehouse.fetch_all([name for row in rows for name in (row.get("staged_video") if row["video"] else None,
+                                                                     row["staged_archive"]) if name])
     for row in rows:
         if row["video"] and row.get("staged_video"):
-            written += place(warehouse.fetch(row["staged_video"]), root / row["video"], heads)
+            written += place(staged[row["staged_video"]], root / row["video"], heads)
             keep.add(row["video"])
-        written += place(warehouse.fetch(row["staged_archive"]), root / row["archive"], heads)
+        written += place(staged[row["staged_archive"]], root / row["archive"], heads)
         manifest = manifest_name(row)
         written += write_if_changed(root / manifest, manifest_bytes(row, json.loads(row["bundle_parts"])), heads)
         keep |= {row["archive"], manifest}

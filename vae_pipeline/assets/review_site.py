@@ -102,11 +102,8 @@ def read_leaderboard(dataset_folder: DatasetFolder) -> Leaderboard | None:
 
 def fetch_linked_files(warehouse: Warehouse, rows: list[dict]) -> None:
     """Every staged video, frame folder and archive the pages show or read, here (fetched from the
-    home when it is a bucket)."""
-    for row in rows:
-        for name in ("staged_video", "staged_archive"):
-            if row.get(name):
-                warehouse.fetch(row[name])
+    home when it is a bucket: a listing per folder, not a request per file)."""
+    warehouse.fetch_all([row[name] for row in rows for name in ("staged_video", "staged_archive") if row.get(name)])
     warehouse.mirror.fetch_folders([row["contact_sheet"].rsplit("/", 1)[0] for row in rows if row.get("contact_sheet")],
                                    "frames")
 

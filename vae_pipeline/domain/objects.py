@@ -349,15 +349,20 @@ class Mirror:
     def is_remote(self) -> bool:
         return not is_local(self.remote)
 
-    def fetch(self, rel: str) -> Path:
-        """The local copy of the file `rel`, downloaded if missing or changed."""
-        target = self.local / rel
-        if self.is_remote:
-            found = head(self.remote / rel)
-            if found is None:
-                raise FileNotFoundError(f"{rel} is not in the bucket")
-            self._download({rel: found["etag"]})
-        return target
+    def fetch_all(self, rels: list[str]) -> dict[str, Path]:
+        """The local copy of each file of `rels`, from one listing per top folder they are in (not a
+        HEAD each): the missing or changed ones downloaded together. By name."""
+        if self.is_remote and rels:
+            tags = {}
+            for top in sorted({rel.split("/", 1)[0] for rel in rels}):
+                listed = listing(self.remote / top)
+                for rel in (r for r in rels if r.split("/", 1)[0] == top):
+                    found = listed.get(rel[len(top) + 1:])
+                    if found is None:
+                        raise FileNotFoundError(f"{rel} is not in the bucket")
+                    tags[rel] = found.get("ETag")
+            self._download(tags)
+        return {rel: self.local / rel for rel in rels}
 
     def sync(self, rel: str = "") -> Path:
         """The local copy of every file under `rel`, made equal to the bucket's (files gone there

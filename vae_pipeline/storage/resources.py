@@ -163,9 +163,10 @@ class Warehouse(dg.ConfigurableResource):
         """Where this machine reads and writes the state's files: the home itself on disk."""
         return self.mirror.local
 
-    def fetch(self, rel: str) -> Path:
-        """The local file of `rel` (downloaded first when the home is a bucket)."""
-        return self.mirror.fetch(rel)
+    def fetch_all(self, rels: list[str]) -> dict[str, Path]:
+        """The local files of `rels`, by name (on a bucket home: one listing per top folder, the
+        missing or changed ones downloaded together)."""
+        return self.mirror.fetch_all(rels)
 
     def publish(self, path: Path) -> str:
         """Make a finished local file part of the home (an upload on a bucket); its name in the home."""

@@ -10,11 +10,12 @@ import duckdb
 import polars as pl
 import pytest
 
+from vae_pipeline.cli import build as build_module
 from vae_pipeline.cli import main
 from vae_pipeline.cli.build import build
 from vae_pipeline.domain.dataset.rows import DATASET_COLUMNS
 from vae_pipeline.sample.generator import generate
-from vae_pipeline_tests.conftest import META, copy_runs
+from vae_pipeline_tests.conftest import META, copy_runs, isolate
 
 # contract 1's bad-input kinds as the generator plants them -> (file, words of the reason);
 # None: the file is the archive or folder itself
@@ -267,3 +268,17 @@ def test_sample_series_are_named_after_real_calendar_days_however_many(tmp_path)
         day = series_id.rsplit("-", 1)[0]
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", day) and date.fromisoformat(day).isoformat() == day, series_id
         assert info["series_id"] == series_id and info["created_at"] == f"{day}T08:00:00Z"
+
+
+def test_vae_demo_samples_its_runs_and_builds_them(tmp_path, monkeypatch, capsys):
+    """`make demo`'s command, up to the build: the sample it writes takes every option `vae
+    sample` reads (a new option once broke it with an AttributeError)."""
+    isolate(tmp_path / "env", monkeypatch)
+    built = []
+    monkeypatch.setattr(build_module, "cmd_build", lambda args: built.append(args) or 0)
+    monkeypatch.setattr(build_module, "review_index", lambda env: tmp_path / "review" / "index.html")
+    assert main(["demo", "--dir", str(tmp_path / "demo")]) == 0
+    runs = tmp_path / "demo" / "runs"
+    assert [args.runs for args in built] == [runs]
+    assert len([p for p in runs.iterdir() if p.is_dir() and (p / "series.json").is_file()]) >= 3
+    assert "wrote" in capsys.readouterr().out

@@ -159,7 +159,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     scratch = Path(args.dir or Path(env["VAE_HOME"]) / "demo")
     runs, out = scratch / "runs", scratch / "dataset"
     if not runs.exists():
-        cmd_sample(argparse.Namespace(out=runs, series=3, episodes=6, seed=0, no_bad=False, contest=True))
+        cmd_sample(argparse.Namespace(out=runs, series=3, episodes=6, seed=0, no_bad=False, contest=True,
+                                      plants=False))
     args_build = argparse.Namespace(runs=runs, out=out, summary=scratch / "summary.json", rubric_version=None,
                                     debug=args.debug)
     code = cmd_build(args_build)

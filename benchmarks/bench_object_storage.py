@@ -97,9 +97,10 @@ def bucket_bytes(fs, prefix: str) -> dict[str, bytes]:
     return {**files, "README.md": REFRESHED.sub(b"-", files["README.md"])}
 
 
-def counted(proxy, env: dict[str, str], what: str) -> int:
-    """A build through the proxy: its requests printed by method, status, kind and step; their number."""
-    from vae_pipeline_tests.request_counter import by_stage, summary
+def counted(proxy, env: dict[str, str], what: str, log: Path | None = None) -> int:
+    """A build through the proxy: its requests printed by method, status, kind and step (and with
+    `log`, one JSON line each appended there); their number."""
+    from vae_pipeline_tests.request_counter import step_of, by_stage, summary
 
     proxy.taken()
     done = subprocess.run([sys.executable, "-c", ONE_BUILD + STEP_WINDOWS, "s3://bench/runs", env["VAE_DATASET_DIR"]],
@@ -113,13 +114,20 @@ def counted(proxy, env: dict[str, str], what: str) -> int:
     for name, counter in summary(requests).items():
         print(f"  by {name}: " + ", ".join(f"{key} {n}" for key, n in counter.most_common()))
     print("  by step: " + ", ".join(f"{key} {n}" for key, n in by_stage(requests, windows).most_common()))
+    if log is not None:
+        with log.open("a") as out:
+            for request in requests:
+                out.write(json.dumps({"build": what, "step": step_of(request, windows), "kind": request.kind,
+                                      "status": request.status, "path": request.path}) + "\n")
     return len(requests)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="timed rounds (0: count the requests only)")
     parser.add_argument("--baseline", type=Path, help="a checkout of the earlier code, to time on disk too")
+    parser.add_argument("--requests-log", type=Path, help="write every counted request (build, step, kind, status, "
+                        "path) to this file, one JSON line each")
     args = parser.parse_args()
     sys.path.insert(0, str(PROJECT))
     from vae_pipeline.sample.generator import generate
@@ -171,27 +179,28 @@ def main() -> None:
                         outputs[mode] = folder_bytes(root / "dataset")
                     best[mode] = min(best.get(mode, seconds), seconds)
                     print(f"round {round_number + 1}: {mode} {seconds:.2f} s", flush=True)
-            load = os.getloadavg()[0]
-            print(f"best of {args.repeat}: " + ", ".join(f"{mode} {best[mode]:.2f} s" for mode in modes)
-                  + f" (load average {load:.1f} on {os.cpu_count()} cpus)")
-            differing = sorted({name for mode in modes for name in set(outputs[mode]) | set(outputs["disk"])
-                                if outputs[mode].get(name) != outputs["disk"].get(name)})
-            print(f"same dataset bytes in every build: {not differing}"
-                  + (f" (differ: {', '.join(differing[:10])})" if differing else ""))
-            ratio = best["bucket"] / best["disk"]
-            print(f"bucket / disk: {ratio:.2f} (goal <= 1.5 {'✓' if ratio <= 1.5 else '✗'}; "
-                  "the machine is shared: the ratio is noisy)")
-            if args.baseline:
-                local = best["disk"] / best["baseline"]
-                print(f"disk / earlier code on disk: {local:.2f} (goal <= 1.05 {'✓' if local <= 1.05 else '✗'})")
+            if args.repeat:  # --repeat 0: the request counts alone
+                load = os.getloadavg()[0]
+                print(f"best of {args.repeat}: " + ", ".join(f"{mode} {best[mode]:.2f} s" for mode in modes)
+                      + f" (load average {load:.1f} on {os.cpu_count()} cpus)")
+                differing = sorted({name for mode in modes for name in set(outputs[mode]) | set(outputs["disk"])
+                                    if outputs[mode].get(name) != outputs["disk"].get(name)})
+                print(f"same dataset bytes in every build: {not differing}"
+                      + (f" (differ: {', '.join(differing[:10])})" if differing else ""))
+                ratio = best["bucket"] / best["disk"]
+                print(f"bucket / disk: {ratio:.2f} (goal <= 1.5 {'✓' if ratio <= 1.5 else '✗'}; "
+                      "the machine is shared: the ratio is noisy)")
+                if args.baseline:
+                    local = best["disk"] / best["baseline"]
+                    print(f"disk / earlier code on disk: {local:.2f} (goal <= 1.05 {'✓' if local <= 1.05 else '✗'})")
             from vae_pipeline_tests.request_counter import CountingProxy
 
             episodes = len(sample.episodes)
             inputs = len(fs.find("bench/runs"))
             env = settings(scratch / "counted", "s3://bench/counted/home", "s3://bench/counted/dataset")
             with CountingProxy(endpoint) as proxy:
-                first = counted(proxy, env, "first build")
-                second = counted(proxy, env, "unchanged second build")
+                first = counted(proxy, env, "first build", args.requests_log)
+                second = counted(proxy, env, "unchanged second build", args.requests_log)
             budget = 10 * episodes + inputs
             print(f"first build: {first} requests for {episodes} episodes and {inputs} input files: "
                   f"{(first - inputs) / episodes:.1f} per episode beyond one GET per input file "

@@ -182,12 +182,14 @@ def step_windows(instance) -> list[tuple[float, float, str]]:
     return sorted(windows)
 
 
+def step_of(request: Request, windows: list[tuple[float, float, str]]) -> str:
+    """The step whose time window holds the request (`OUTSIDE` for none)."""
+    return next((step for start, end, step in windows if start <= request.at <= end), OUTSIDE)
+
+
 def by_stage(requests: list[Request], windows: list[tuple[float, float, str]]) -> Counter:
-    """How many requests each step made (`OUTSIDE` for those in no step's window)."""
-    counts: Counter = Counter()
-    for request in requests:
-        counts[next((step for start, end, step in windows if start <= request.at <= end), OUTSIDE)] += 1
-    return counts
+    """How many requests each step made."""
+    return Counter(step_of(request, windows) for request in requests)
 
 
 def summary(requests: list[Request]) -> dict[str, Counter]:

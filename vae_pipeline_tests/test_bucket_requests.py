@@ -94,8 +94,7 @@ def test_the_proxy_counts_kinds_and_statuses(make_bucket, proxy):
 
 
 def test_a_frames_folder_is_one_object_and_another_machine_fetches_it_in_one_get(make_bucket, proxy, tmp_path):
-    """Frames and their contact sheet, saved on a bucket: one PUT for the folder (and the pointer
-    naming its version), not one per file; another machine gets it with one listing and one GET,
+    """Frames and their contact sheet, saved on a bucket: one PUT for the folder, not one per file; another machine gets it with one listing and one GET,
     the same files; a folder saved file by file before folders were packed is still fetched."""
     bucket = make_bucket()
     writer = Mirror(location(f"s3://{bucket}/home"), tmp_path / "writer")
@@ -107,10 +106,14 @@ def test_a_frames_folder_is_one_object_and_another_machine_fetches_it_in_one_get
     proxy.taken()
     assert writer.publish_folder(folder) == "frames/s1/ep-1@v1"
     made = summary(proxy.taken())
-    assert made["method"]["PUT"] == 2 and made["method"]["GET"] + made["method"]["HEAD"] <= 1, made  # folder, pointer
+    assert made["kind"] == {"PUT": 1}, made
     s3 = s3fs.S3FileSystem(skip_instance_cache=True)
-    assert sorted(s3.find(f"{bucket}/home")) == [f"{bucket}/home/frames/s1/ep-1.current",
-                                                  f"{bucket}/home/frames/s1/ep-1@v1.tar"]
+    assert sorted(s3.find(f"{bucket}/home")) == [f"{bucket}/home/frames/s1/ep-1@v1.tar"]
+    proxy.taken()
+    listed = writer.listed("frames/s1")
+    assert writer.publish_folder(folder, listed) == "frames/s1/ep-1@v1"  # there already: no request
+    assert summary(proxy.taken())["kind"] == {"LIST": 1}
+    s3.pipe_file(f"{bucket}/home/frames/s1/ep-0.current", b"v0")  # a pointer an earlier build wrote
     for name, data in {"f00.jpg": b"old", "contact.jpg": b"old sheet"}.items():  # saved file by file
         s3.pipe_file(f"{bucket}/home/frames/s0/ep-0@v0/{name}", data)
     reader = Mirror(location(f"s3://{bucket}/home"), tmp_path / "reader")
@@ -143,3 +146,112 @@ def test_staged_files_are_fetched_from_one_listing_a_folder_not_a_head_each(make
     assert summary(proxy.taken())["kind"] == {"LIST": 2}
     with pytest.raises(FileNotFoundError, match="videos/s1/gone.mp4 is not in the bucket"):
         mirror.fetch_all(["videos/s1/gone.mp4"])
+
+
+def _site(folder, pages: dict[str, bytes]) -> None:
+    for name, data in pages.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+
+
+def test_the_review_site_goes_as_one_object_a_series_and_another_machine_unpacks_it(make_bucket, proxy, tmp_path):
+    """The site's pages on a bucket: one PUT a series (its page, its episodes' pages, its search
+    entries, its state), one for each file every page uses; the bytecode cache stays on its
+    machine; `vae review` elsewhere (`sync`) gets the same files; a change to one series puts that
+    series again and nothing else; a series gone is gone on both."""
+    from vae_pipeline.domain.review.site import BYTECODE, series_of_file
+
+    bucket = make_bucket()
+    writer = Mirror(location(f"s3://{bucket}/home"), tmp_path / "writer")
+    site = writer.local / "review"
+    pages = {"index.html": b"index", "static/site.css": b"css"}
+    for series in ("2026-01-01-a", "2026-01-02-b.v2"):
+        pages |= {f"series/{series}.html": series.encode(), f"search/{series}.js": b"[]",
+                  f".state/{series}.json": b"{}", **{f"episodes/{series}/ep-{i}.html": bytes([i]) * 50 for i in range(6)},
+                  f"episodes/{series}/ep-0/messages-1.html": b"transcript"}
+    _site(site, pages | {f"{BYTECODE}/index.cache": b"bytecode"})
+    proxy.taken()
+    writer.publish_tree(site, series_of_file, local_only=(f"{BYTECODE}/",))
+    assert summary(proxy.taken())["kind"] == {"LIST": 1, "PUT": 2 + 2}  # index, css, one pack a series
+    s3 = s3fs.S3FileSystem(skip_instance_cache=True)
+    assert sorted(name.split("/home/review/", 1)[1] for name in s3.find(f"{bucket}/home/review")) == [
+        ".packs/2026-01-01-a.tar", ".packs/2026-01-02-b.v2.tar", "index.html", "static/site.css"]
+    reader = Mirror(location(f"s3://{bucket}/home"), tmp_path / "reader")
+    got = reader.sync("review")
+    assert {p.relative_to(got).as_posix(): p.read_bytes() for p in got.rglob("*")
+            if p.is_file() and not p.relative_to(got).as_posix().startswith(".packs/")} == pages
+    (site / "episodes/2026-01-01-a/ep-3.html").write_bytes(b"relabelled")
+    (site / "index.html").write_bytes(b"index 2")
+    proxy.taken()
+    writer.publish_tree(site, series_of_file, local_only=(f"{BYTECODE}/",))
+    assert summary(proxy.taken())["kind"] == {"LIST": 1, "PUT": 2}  # the index and that series' pack
+    for name in [n for n in pages if "2026-01-02-b.v2" in n]:
+        (site / name).unlink()
+    writer.publish_tree(site, series_of_file, local_only=(f"{BYTECODE}/",))
+    s3.invalidate_cache()
+    assert not s3.exists(f"{bucket}/home/review/.packs/2026-01-02-b.v2.tar")
+    reader.sync("review")
+    assert (got / "episodes/2026-01-01-a/ep-3.html").read_bytes() == b"relabelled"
+    assert (got / "index.html").read_bytes() == b"index 2"
+    assert not (got / "series/2026-01-02-b.v2.html").exists()
+    assert not [p for p in (got / "episodes").rglob("*") if p.is_file() and "2026-01-02-b.v2" in p.as_posix()]
+    proxy.taken()
+    reader.sync("review")  # unchanged: the listing alone
+    assert summary(proxy.taken())["kind"] == {"LIST": 1}
+
+
+def test_the_checks_read_a_stored_file_from_a_local_copy_that_the_listing_shows_it_holds(make_bucket, proxy,
+                                                                                         tmp_path):
+    """A dataset archive or video whose listed size and ETag are the MD5 of this machine's staged
+    copy is read from that copy (no GET); one whose bytes on the bucket differ is read from the
+    bucket, and the difference is found."""
+    import hashlib
+
+    from vae_pipeline.assets.dataset_episodes import video_in_place
+    from vae_pipeline.domain.objects import listing
+
+    bucket = make_bucket()
+    root = location(f"s3://{bucket}/dataset")
+    staged = tmp_path / "staged.mp4"
+    staged.write_bytes(b"the delivered video" * 100)
+    write_if_changed(root / "videos/ep-1.mp4", staged.read_bytes())
+    row = {"video": "videos/ep-1.mp4", "video_size": staged.stat().st_size,
+           "video_sha256": hashlib.sha256(staged.read_bytes()).hexdigest()}
+    proxy.taken()
+    found = listing(root / "videos")["ep-1.mp4"]
+    assert video_in_place(root, row, found, staged)
+    assert summary(proxy.taken())["kind"] == {"LIST": 1}
+    write_if_changed(root / "videos/ep-1.mp4", b"THE DELIVERED VIDEO" * 100)  # same size, other bytes
+    found = listing(root / "videos")["ep-1.mp4"]
+    proxy.taken()
+    assert not video_in_place(root, row, found, staged)
+    read = summary(proxy.taken())["kind"]
+    assert read["GET"] + read["ranged GET"] >= 1  # read from the bucket
+    assert not video_in_place(root, row, None, staged)  # absent from the listing
+
+
+def test_a_table_this_process_wrote_is_not_fetched_again_while_the_listing_shows_it_unchanged(make_bucket, proxy,
+                                                                                              s3_client):
+    """Several series' tables loaded from one listing: those this process wrote or read, whose
+    listed ETag is still the MD5 of those bytes, come from memory; one another writer replaced
+    since is fetched (its new bytes, not the remembered ones)."""
+    import polars as pl
+
+    from vae_pipeline.domain.objects import listing, put_bytes
+    from vae_pipeline.storage.io_manager import parquet_bytes, read_table
+
+    bucket = make_bucket()
+    folder = location(f"s3://{bucket}/home/tables/episodes")
+    frames = {s: pl.DataFrame({"id": [f"{s}-ep"]}) for s in SERIES}
+    for s, frame in frames.items():
+        put_bytes(folder / f"{s}.parquet", parquet_bytes(frame))
+    replaced = pl.DataFrame({"id": ["another writer's"]})
+    s3_client.put_object(Bucket=bucket, Key=f"home/tables/episodes/{SERIES[0]}.parquet", Body=parquet_bytes(replaced))
+    proxy.taken()
+    listed = listing(folder)
+    got = {s: read_table(folder / f"{s}.parquet", listed[f"{s}.parquet"]) for s in SERIES}
+    assert summary(proxy.taken())["kind"] == {"LIST": 1, "GET": 1}
+    assert got[SERIES[0]].equals(replaced)
+    assert all(got[s].equals(frames[s]) for s in SERIES[1:])
+    read_table(folder / f"{SERIES[0]}.parquet", listing(folder)[f"{SERIES[0]}.parquet"])  # read once: held now
+    assert summary(proxy.taken())["kind"] == {"LIST": 1}

@@ -26,10 +26,10 @@ def _reads(monkeypatch) -> list[str]:
     seen: list[str] = []
     original = io_manager.read_table
 
-    def counting(path):
+    def counting(path, found=None):
         if "/tables/" in str(path):
             seen.append(Path(str(path)).stem)
-        return original(path)
+        return original(path, found)
 
     monkeypatch.setattr(io_manager, "read_table", counting)
     return seen

@@ -209,8 +209,8 @@ def test_a_rehost_rewrites_every_manifest_and_the_build_reads_no_archive_again(s
     manifests = {p: p.read_bytes() for p in dataset.glob("episodes/*/*.json")}
     read = []
     archive_problems = publish_checks.archive_problems
-    monkeypatch.setattr(publish_checks, "archive_problems", lambda root, row: read.append(row["id"]) or
-                        archive_problems(root, row))
+    monkeypatch.setattr(publish_checks, "archive_problems", lambda root, row, *rest: read.append(row["id"]) or
+                        archive_problems(root, row, *rest))
     summary = build(runs, dataset, rubric_version="1.0")
     assert summary["materialized"].get("dataset_episodes")
     assert manifests and all(p.read_bytes() != data for p, data in manifests.items())  # every verdict moved

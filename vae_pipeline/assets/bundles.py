@@ -37,7 +37,7 @@ BUNDLES_SCHEMA = {
 
 
 def bundle_episode(runs_root: RunsRoot, warehouse: Warehouse, row: dict, config: ScrubConfig,
-                   zstd_threads: int = 1) -> dict:
+                   zstd_threads: int = 1, listed: dict[str, dict] | None = None) -> dict:
     out = dict.fromkeys(BUNDLES_SCHEMA)
     out["id"] = row["id"]
     staged = warehouse.root / "bundles" / row["series"] / f"{row['id']}.tar.zst"
@@ -53,7 +53,7 @@ def bundle_episode(runs_root: RunsRoot, warehouse: Warehouse, row: dict, config:
              "redacted_keys": bundle.redacted_keys, "scrub": bundle.scrub, "slimmed": bundle.slimmed}
     findings = bundle.scrub["findings"]
     out.update(archive=f"episodes/{row['date']}/{row['id']}.tar.zst", archive_sha256=bundle.archive_sha256,
-               archive_size=bundle.archive_size, staged_archive=warehouse.publish(staged),
+               archive_size=bundle.archive_size, staged_archive=warehouse.mirror.publish(staged, listed),
                redacted_keys=bundle.redacted_keys, findings=findings,
                blocking_findings=sum(1 for f in findings if not f["allowed"]),
                bundle_parts=json.dumps(parts, sort_keys=True))
@@ -61,8 +61,9 @@ def bundle_episode(runs_root: RunsRoot, warehouse: Warehouse, row: dict, config:
 
 
 def bundle_rows(runs_root: RunsRoot, warehouse: Warehouse, rows: list[dict], config: ScrubConfig,
-                workers: int, zstd_threads: int = 1) -> Iterator[dict]:
-    """`bundle_episode` of every row, `workers` episodes at a time, results in row order.
+                workers: int, zstd_threads: int = 1, listed: dict[str, dict] | None = None) -> Iterator[dict]:
+    """`bundle_episode` of every row, `workers` episodes at a time, results in row order
+    (`listed`: what the home's folder of their archives holds, from one listing).
 
     Threads: image encoding, zstd, hashing and reading release the GIL (finding image blocks
     and the scrub do not: two threads are ~1.2x one with the image cache filled), and the
@@ -77,7 +78,8 @@ def bundle_rows(runs_root: RunsRoot, warehouse: Warehouse, rows: list[dict], con
     gc.freeze()  # the process's long-lived objects (Dagster's, the imports') out of the collector's walks
     try:
         with ThreadPoolExecutor(max_workers=max(workers, 1), thread_name_prefix="bundle") as pool:
-            yield from pool.map(lambda row: bundle_episode(runs_root, warehouse, row, config, zstd_threads), rows)
+            yield from pool.map(lambda row: bundle_episode(runs_root, warehouse, row, config, zstd_threads, listed),
+                                rows)
     finally:
         gc.unfreeze()
 
@@ -91,19 +93,23 @@ def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
     config = scrub_config(scrub_settings, project_meta)
     source = scrub_source(project_meta, scrub_settings)
     frames, metadata = {}, {}
-    for series in context.partition_keys:
-        frames[series], metadata[series] = bundle_series(context, runs_root, warehouse, config, episodes[series])
+    keys = list(context.partition_keys)
+    listed = warehouse.mirror.listed_for("bundles", keys)  # what the home holds already: not a HEAD a file
+    for series in keys:
+        frames[series], metadata[series] = bundle_series(context, runs_root, warehouse, config, episodes[series],
+                                                         listed)
     return series_output(context, frames, with_run_table(metadata), dict.fromkeys(frames, source))
 
 
 def bundle_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, warehouse: Warehouse,
-                  config: ScrubConfig, episodes: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
+                  config: ScrubConfig, episodes: pl.DataFrame, listed: dict[str, dict]) -> tuple[pl.DataFrame, dict]:
     """One series' archives, and what its materialization shows."""
     valid = episodes.filter(pl.col("valid")).to_dicts()
     if valid:
         runs_root.series_dir(valid[0]["series"])  # its files here (fetched when the runs root is a bucket)
     rows = []
-    for number, row in enumerate(bundle_rows(runs_root, warehouse, valid, config, os.cpu_count() or 1), start=1):
+    for number, row in enumerate(bundle_rows(runs_root, warehouse, valid, config, os.cpu_count() or 1,
+                                             listed=listed), start=1):
         rows.append(row)
         if number % 10 == 0:
             context.log.info(f"bundled {number} of {len(valid)} episodes")

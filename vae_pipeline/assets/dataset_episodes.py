@@ -14,12 +14,14 @@ from vae_pipeline.domain.objects import (
     exists,
     files_under,
     heads_under,
+    known_bytes,
+    listing,
     put_file,
     read_bytes,
+    readable_copy,
     remove,
     same_file,
     sha256_of,
-    size_of,
     write_if_changed,
 )
 from vae_pipeline.domain.bundles.manifest import manifest_bytes
@@ -93,54 +95,76 @@ def _jsonl_rows(root: UPath) -> list[dict]:
         if exists(path) else []
 
 
-def video_in_place(root: UPath, row: dict) -> bool:
+def video_in_place(root: UPath, row: dict, found: dict | None, local: Path | None = None) -> bool:
+    """Whether the delivered video is in videos/ with the row's size and sha256. `found`: its entry
+    in a listing of videos/ (None: absent); `local`: a local copy that, when the listing shows the
+    bucket holds its bytes, is read instead of the object."""
     path = root / row["video"]
-    return exists(path) and size_of(path) == row["video_size"] and sha256_of(path) == row["video_sha256"]
+    if found is None or found["size"] != row["video_size"]:
+        return False
+    return sha256_of(readable_copy(path, local, found)) == row["video_sha256"]
 
 
-def archive_problems(root: UPath, row: dict) -> list[str]:
-    """The archive's sha256 against its manifest, and every member's size and sha256."""
+def archive_problems(root: UPath, row: dict, found: list[dict | None] | None = None,
+                     local: Path | None = None) -> list[str]:
+    """The archive's sha256 against its manifest, and every member's size and sha256. `found`: the
+    archive's and the manifest's entries in a listing of their folder (None: asked of each);
+    `local`: a copy of the archive read instead of the object when the listing shows the bucket
+    holds its bytes, as the manifest the row would write is taken for the stored one."""
     archive = root / row["archive"]
     manifest_path = archive.with_name(f"{row['id']}.json")
-    if not exists(archive) or not exists(manifest_path):
+    if found is None:
+        found = [{} if exists(path) else None for path in (archive, manifest_path)]
+    if found[0] is None or found[1] is None:
         return [f"{row['archive']}: archive or manifest missing"]
-    manifest = json.loads(read_bytes(manifest_path))
-    if sha256_of(archive) != manifest["archive_sha256"]:
+    manifest = json.loads(_stored_manifest(manifest_path, row, found[1]))
+    source = readable_copy(archive, local, found[0])
+    if sha256_of(source) != manifest["archive_sha256"]:
         return [f"{row['archive']}: sha256 differs from its manifest"]
     listed = {f["path"]: (f["size"], f["sha256"]) for f in manifest["files"]}
     try:
-        found = archive_digests(archive)
+        found_members = archive_digests(source)
     except BadInput as exc:
         return [f"{row['archive']}: {exc}"]
     return [f"{row['archive']}: {path} differs from its manifest"
-            for path in sorted(set(listed) | set(found)) if listed.get(path) != found.get(path)]
+            for path in sorted(set(listed) | set(found_members)) if listed.get(path) != found_members.get(path)]
 
 
-def manifest_checked_part(root: UPath, row: dict) -> str | None:
+def _stored_manifest(path: UPath, row: dict, found: dict | None) -> bytes:
+    """The stored manifest's bytes: those the row writes, when a listing shows they are the ones
+    stored (no request), else read."""
+    return known_bytes(path, manifest_bytes(row, json.loads(row["bundle_parts"])), found) \
+        if row.get("bundle_parts") else read_bytes(path)
+
+
+def manifest_checked_part(root: UPath, row: dict, found: dict | None = None) -> str | None:
     """A hash of what `archive_problems` compares of the manifest (the archive's sha256 and every
     member's path, size and sha256: not the verdict a rehost changes); None when it cannot be read."""
     try:
-        manifest = json.loads(read_bytes((root / row["archive"]).with_name(f"{row['id']}.json")))
+        manifest = json.loads(_stored_manifest((root / row["archive"]).with_name(f"{row['id']}.json"), row, found))
         checked = json.dumps([manifest["archive_sha256"], manifest["files"]], sort_keys=True)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return hashlib.sha256(checked.encode()).hexdigest()
 
 
-def rows_vs_archives(root: UPath) -> list[dict]:
+def rows_vs_archives(root: UPath, written: dict[str, dict] | None = None) -> list[dict]:
     """Every row of episodes.jsonl has its archive and manifest with the row's sha256, and no
-    archive lacks a row; what is wrong, by episode (`said_of`)."""
+    archive lacks a row; what is wrong, by episode (`said_of`). `written`: the episode_table rows
+    by id, whose manifests, when a listing shows they are the ones stored, are not read."""
     problems = []
     listed = {}
+    stored = {f"episodes/{name}": info for name, info in listing(root / "episodes").items()}
     for row in _jsonl_rows(root):
         if row["archive"] is None:
             problems.append(said_of(row, "row has no archive"))
             continue
         listed[row["archive"]] = row
-        manifest = (root / row["archive"]).with_name(f"{row['id']}.json")
-        if not exists(manifest) or json.loads(read_bytes(manifest))["archive_sha256"] != row["archive_sha256"]:
+        name = manifest_name(row)
+        if name not in stored or json.loads(_stored_manifest(root / name, (written or {}).get(row["id"], {}),
+                                                             stored[name]))["archive_sha256"] != row["archive_sha256"]:
             problems.append(said_of(row, "archive_sha256 in episodes.jsonl differs from the manifest"))
-    on_disk = {f"episodes/{name}" for name, _ in files_under(root / "episodes") if name.endswith(".tar.zst")}
+    on_disk = {name for name in stored if name.endswith(".tar.zst")}
     problems += [said_of(None, f"{path}: archive without a row") for path in sorted(on_disk - set(listed))]
     problems += [said_of(listed[path], f"{path}: row without an archive") for path in sorted(set(listed) - on_disk)]
     return problems

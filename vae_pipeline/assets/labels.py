@@ -18,7 +18,7 @@ from vae_pipeline.assets.meta import RUBRIC_IN_FORCE, rubric_file
 from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.assets.verdicts import answer_of
 from vae_pipeline.domain.errors import unforeseen
-from vae_pipeline.domain.objects import listing, put_new
+from vae_pipeline.domain.objects import fresh_listing, put_new
 from vae_pipeline.domain.verdicts.host import carry_history, host_verdict
 from vae_pipeline.domain.verdicts.rubric import AXES, RubricError, load_rubric
 from vae_pipeline.storage.io_manager import other_series_tables, parquet_bytes, read_table
@@ -93,20 +93,36 @@ def state_dir(warehouse: Warehouse, series: str) -> UPath:
     return warehouse.home / LABEL_STATE / series
 
 
-def latest_state(warehouse: Warehouse, series: str) -> tuple[int, dict[str, dict]]:
+def listed_generations(warehouse: Warehouse) -> dict[str, dict[str, dict]]:
+    """Every series' label generations from one listing of `label_state/` (for a run over many
+    series: not a listing each), by series and file name."""
+    found: dict[str, dict[str, dict]] = {}
+    for name, info in fresh_listing(warehouse.home / LABEL_STATE).items():
+        series, _, file = name.partition("/")
+        if file and "/" not in file and file.endswith(".parquet"):
+            found.setdefault(series, {})[file] = info
+    return found
+
+
+def latest_state(warehouse: Warehouse, series: str,
+                 listed: dict[str, dict] | None = None) -> tuple[int, dict[str, dict]]:
     """The series' last label generation: its number (0: none yet) and each episode's
-    {label, rehosted_at, previous_final_label}."""
+    {label, rehosted_at, previous_final_label}. `listed`: its generations as a listing found them
+    (listed afresh otherwise)."""
     folder = state_dir(warehouse, series)
-    generations = sorted(name for name in listing(folder) if "/" not in name and name.endswith(".parquet"))
+    if listed is None:
+        listed = {name: info for name, info in fresh_listing(folder).items()
+                  if "/" not in name and name.endswith(".parquet")}
+    generations = sorted(listed)
     if not generations:
         return 0, {}
-    rows = read_table(folder / generations[-1]).iter_rows(named=True)
+    rows = read_table(folder / generations[-1], listed[generations[-1]]).iter_rows(named=True)
     return int(generations[-1].removesuffix(".parquet")), {r["id"]: {k: r[k] for k in ("label", "rehosted_at", "previous_final_label")}
                                  for r in rows}
 
 
 def record_labels(warehouse: Warehouse, series: str, compute: Callable[[dict[str, dict]], pl.DataFrame],
-                  now: str) -> tuple[pl.DataFrame, list[tuple[str | None, str | None]]]:
+                  now: str, listed: dict[str, dict] | None = None) -> tuple[pl.DataFrame, list[tuple[str | None, str | None]]]:
     """Compute the series' labels from its last generation and append the next one; return the
     labels and the changes this call recorded.
 
@@ -114,9 +130,11 @@ def record_labels(warehouse: Warehouse, series: str, compute: Callable[[dict[str
     episode's latest label, with the rows whose label changed flagged (`label_history` is those
     rows, read by DuckDB). A file is created only if no other writer created generation n first
     (`put_new`: a hard link on disk, `If-None-Match: *` on a bucket); the loser reads the winner's generation and computes again, so two processes
-    labelling the same series at once never record a change twice nor lose one."""
+    labelling the same series at once never record a change twice nor lose one. `listed`: the
+    series' generations from a listing made for the run (the first try only)."""
     while True:
-        generation, previous = latest_state(warehouse, series)
+        generation, previous = latest_state(warehouse, series, listed)
+        listed = None  # a try after a lost race lists afresh
         frame = compute(previous)
         rows = []
         for r in labelled(frame).iter_rows(named=True):
@@ -160,10 +178,12 @@ def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehou
     loaded = rubric_checked_in_force(project_meta, rubric)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     frames, metadata, counted, not_adding_up, drifted, compared = {}, {}, {}, [], [], Counter()
+    generations = listed_generations(warehouse) if len(context.partition_keys) > 1 else None
     for series in context.partition_keys:
         frame, changes = record_labels(
             warehouse, series,
-            lambda previous, s=series: compute_labels(episodes[s], renders[s], verdicts[s], loaded, previous, now), now)
+            lambda previous, s=series: compute_labels(episodes[s], renders[s], verdicts[s], loaded, previous, now), now,
+            None if generations is None else generations.get(series, {}))
         frames[series] = frame
         counts = Counter(_label_name(label) for label in labelled(frame)["label"].to_list())
         relabelled = labelled(frame).filter(pl.col("rehosted_at") == now)

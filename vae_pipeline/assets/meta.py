@@ -13,7 +13,7 @@ from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.episodes.json_schema import SchemaValidator
-from vae_pipeline.domain.objects import files_under, remove, write_if_changed
+from vae_pipeline.domain.objects import files_under, heads_under, remove, write_if_changed
 from vae_pipeline.domain.verdicts.rubric import (
     ARCHIVE_DIR,
     RubricError,
@@ -178,8 +178,9 @@ def dataset_meta(context: dg.AssetExecutionContext, project_meta: ProjectMeta,
     for name, stale in files_under(dataset_folder.root / "meta"):
         if f"meta/{name}" not in wanted:
             remove(stale)
+    heads = heads_under(dataset_folder.root / "meta")  # one LIST, not a HEAD a file
     for dest, src in wanted.items():
-        write_if_changed(dataset_folder.root / dest, src.read_bytes())
+        write_if_changed(dataset_folder.root / dest, src.read_bytes(), heads)
     return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
         "files": dg.MetadataValue.json(sorted(wanted)),
         **record_metadata(context, version),

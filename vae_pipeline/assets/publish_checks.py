@@ -14,6 +14,7 @@ Each description names the episodes and files concerned and the way out.
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -98,15 +99,21 @@ def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame
 
 def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse, dataset_folder: DatasetFolder,
                     episode_table: pl.DataFrame, folder: str, digest: str, files_of: Callable[[dict], list[str]],
-                    problems_of: Callable[[dict], list[str]],
-                    checked_of: Callable[[dict], str | None] | None = None) -> list[dict]:
+                    problems_of: Callable[[dict, list[dict | None], Path | None], list[str]],
+                    staged_of: Callable[[dict], str | None],
+                    checked_of: Callable[[dict, dict | None], str | None] | None = None) -> list[dict]:
     """What `problems_of` says of each published row (`said_of`), asked only for the rows whose
     files (`files_of`, under `folder`) were written since this check last found them right, by
     their identity (size and mtime/inode, or ETag) and the row's own `digest` column. Where the
     files after the first were rewritten but `checked_of` (what of them the check compares) and
     the first file are as they were — a manifest whose label a rehost changed — nothing is read
     again either. In the `publish_checks` job (what `vae publish` runs before the release) every
-    row is asked."""
+    row is asked.
+
+    `problems_of` gets the files' entries in one listing of `folder` (None: absent) and this
+    machine's copy of the row's staged file (`staged_of`, fetched from the home with one listing
+    when it is a bucket): on a bucket, a file whose listed size and ETag show it holds the staged
+    copy's bytes is read from that copy, not downloaded again."""
     record = warehouse.home / ROLLUPS / f"{context.check_specs[0].name}.json"
     before: dict[str, list] = {}
     if context.run.job_name != PUBLISH_CHECKS_JOB and exists(record):
@@ -116,7 +123,7 @@ def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse
         except ValueError:  # a record that cannot be read costs reading the files again
             before = {}
     listed = listing(dataset_folder.root / folder)
-    said, alike = [], {}
+    decided = []  # (row, names, listed entries, identity, what was checked, whether to ask problems_of)
     for row in published_rows(dataset_folder, episode_table):
         names = files_of(row)
         if not names:
@@ -127,18 +134,31 @@ def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse
         seen = before.get(names[0], [None, None])
         checked = None
         if identity is not None and seen[0] == identity:
-            problems, checked = [], seen[1]
-        else:
-            if identity is not None and checked_of is not None:
-                part = checked_of(row)
-                checked = None if part is None else f"{listed_identity(found[0])}|{part}|{row[digest] or ''}"
-            problems = [] if checked is not None and seen[1] == checked else problems_of(row)
+            checked = seen[1]
+        elif identity is not None and checked_of is not None:
+            part = checked_of(row, found[-1])
+            checked = None if part is None else f"{listed_identity(found[0])}|{part}|{row[digest] or ''}"
+        ask = not (identity is not None and seen[0] == identity) and not (checked is not None and seen[1] == checked)
+        decided.append((row, names, found, identity, checked, ask))
+    staged = _staged_copies(warehouse, [staged_of(row) for row, *_, ask in decided if ask])
+    said, alike = [], {}
+    for row, names, found, identity, checked, ask in decided:
+        problems = problems_of(row, found, staged.get(staged_of(row) or "")) if ask else []
         said += [said_of(row, p) for p in problems]
         if identity is not None and not problems:
             alike[names[0]] = [identity, checked]
     if alike != before:
         put_bytes(record, json.dumps(alike, sort_keys=True).encode())
     return said
+
+
+def _staged_copies(warehouse: Warehouse, names: list[str | None]) -> dict[str, Path]:
+    """This machine's copies of the staged files `names` (relative to the home): none when one is
+    no longer staged (the checks then read the dataset's own files)."""
+    try:
+        return warehouse.fetch_all(sorted({name for name in names if name}))
+    except FileNotFoundError:
+        return {}
 
 
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
@@ -148,10 +168,10 @@ def files_match_manifests(context: dg.AssetCheckExecutionContext, dataset_folder
                           warehouse: Warehouse, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     said = _problems_since(context, warehouse, dataset_folder, episode_table, "episodes", "archive_sha256",
                            lambda row: [row["archive"], manifest_name(row)],
-                           lambda row: archive_problems(dataset_folder.root, row),
-                           lambda row: manifest_checked_part(dataset_folder.root, row))
+                           lambda row, found, local: archive_problems(dataset_folder.root, row, found, local),
+                           lambda row: row.get("staged_archive"),
+                           lambda row, found: manifest_checked_part(dataset_folder.root, row, found))
     return _by_episode("every archive matches its manifest", said, f"{len(said)} archive problem(s) against the manifests:",
-                      
                        "Rebuild (vae build) to rewrite the files, or withhold the episode.")
 
 
@@ -161,17 +181,20 @@ def delivered_videos_present(context: dg.AssetCheckExecutionContext, dataset_fol
                              warehouse: Warehouse, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     said = _problems_since(context, warehouse, dataset_folder, episode_table, "videos", "video_sha256",
                            lambda row: [row["video"]] if row["video"] else [],
-                           lambda row: [] if video_in_place(dataset_folder.root, row) else [row["video"]])
+                           lambda row, found, local: [] if video_in_place(dataset_folder.root, row, found[0], local)
+                           else [row["video"]],
+                           lambda row: row.get("staged_video"))
     return _by_episode("every delivered video is in videos/", said,
                        f"{len(said)} delivered video(s) missing or different in videos/:",
                        "Rebuild, or withhold the episode.")
 
 
-@dg.asset_check(asset=dataset_episodes,
+@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="episodes.jsonl, the archives and the manifests name the same episodes"
                 + REFUSES_THE_RELEASE)
-def rows_and_archives_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResult:
-    said = rows_vs_archives(dataset_folder.root)
+def rows_and_archives_agree(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
+    written = {row["id"]: row for row in episode_table.to_dicts()} if episode_table.height else {}
+    said = rows_vs_archives(dataset_folder.root, written)
     return _by_episode("rows, archives and manifests agree", said,
                        f"{len(said)} disagreement(s) between episodes.jsonl, the archives and the manifests:",
                        "Rebuild (vae build) so rows and archives are written together.")

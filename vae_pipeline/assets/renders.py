@@ -14,7 +14,7 @@ from vae_pipeline.assets.meta import rubric_file
 from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.files import link_or_copy, sha256_file, write_atomic
-from vae_pipeline.domain.objects import exists
+from vae_pipeline.domain.objects import fresh_listing
 from vae_pipeline.domain.video.renders import VIDEO, RenderJob, iter_renders
 from vae_pipeline.domain.dataset.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.verdicts.rubric import load_rubric
@@ -36,16 +36,18 @@ RENDERS_CODE_VERSION = "renders-3"
 CONTACT_SHEETS_SHOWN = 3
 
 
-def stage_video(runs_root: RunsRoot, warehouse: Warehouse, row: dict, staged: Path) -> Path:
+def stage_video(runs_root: RunsRoot, warehouse: Warehouse, row: dict, staged: Path,
+                listed: dict[str, dict] | None = None) -> Path:
     """Put the episode's out.mp4 at `staged`, byte-identical: a hard link (or copy) for a run
-    folder, the member's bytes for an archive; then in the home. The runs root is never written."""
+    folder, the member's bytes for an archive; then in the home (`listed`: what a listing of its
+    folder there found). The runs root is never written."""
     entry = runs_root.episode_entry(row)
     if entry.is_archive:
         files = runs_root.read_files(row, lambda name: name == "out.mp4")
         write_atomic(staged, files.data["out.mp4"])
     else:
         link_or_copy(entry.path / "out.mp4", staged)
-    warehouse.publish(staged)
+    warehouse.mirror.publish(staged, listed)
     return staged
 
 
@@ -61,18 +63,19 @@ def _thumbnail_markdown(episode_id: str, sheet: Path) -> str:
     return f"**{episode_id}**\n\n![{episode_id}](data:image/jpeg;base64,{base64.b64encode(buffer.getvalue()).decode()})"
 
 
-def previous_analyses(warehouse: Warehouse, series: str) -> dict[str, dict]:
-    """This series' rows from the last materialization, to reuse for videos that did not change."""
+def previous_analyses(warehouse: Warehouse, series: str, stored: dict[str, dict]) -> dict[str, dict]:
+    """This series' rows from the last materialization, to reuse for videos that did not change
+    (`stored`: a listing of the renders tables)."""
     path = warehouse.table(dg.AssetKey("renders"), series)
-    if not exists(path):
+    if path.name not in stored:
         return {}
-    frame = read_table(path)
+    frame = read_table(path, stored[path.name])
     return {row["id"]: row for row in frame.iter_rows(named=True)} if "analysis_key" in frame.columns else {}
 
 
-def _reusable(old: dict | None, key: str, warehouse: Warehouse) -> bool:
+def _reusable(old: dict | None, key: str, warehouse: Warehouse, listed: dict[str, dict]) -> bool:
     return (old is not None and old["analysis_key"] == key
-            and (old["contact_sheet"] is None or exists(warehouse.home / old["contact_sheet"])))
+            and (old["contact_sheet"] is None or warehouse.mirror.holds(old["contact_sheet"], listed)))
 
 
 @dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version=RENDERS_CODE_VERSION,
@@ -89,9 +92,13 @@ def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
     the last run is not decoded again: an episode added to a running series decodes alone."""
     sampler_settings = load_rubric(rubric_file(project_meta)).sampler
     frames, metadata = {}, {}
-    for series in context.partition_keys:
+    stored = fresh_listing(warehouse.home / "tables" / "renders")  # one LIST, not a HEAD a series
+    # on a bucket, what the home holds of the run's videos and frames already: not a HEAD a file
+    keys = list(context.partition_keys)
+    listed = warehouse.mirror.listed_for("videos", keys) | warehouse.mirror.listed_for("frames", keys)
+    for series in keys:
         frames[series], metadata[series] = render_series(context, runs_root, warehouse, sampler_settings,
-                                                         series, episodes[series])
+                                                         series, episodes[series], stored, listed)
     yield series_output(context, frames, with_run_table(metadata))
     # the checks speak for every series: this run's, and the stored facts of the others
     others, outdated = other_series_tables(context, warehouse, {"episodes": ("id", "valid", "delivered"),
@@ -115,24 +122,25 @@ def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
 
 
 def render_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, warehouse: Warehouse, sampler_settings,
-                  series: str, episodes: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
+                  series: str, episodes: pl.DataFrame, stored: dict[str, dict],
+                  listed: dict[str, dict]) -> tuple[pl.DataFrame, dict]:
     """One series' facts, and what its materialization shows."""
     delivered = episodes.filter(pl.col("valid") & pl.col("delivered")).to_dicts()
     runs_root.series_dir(series)  # its files here (fetched when the runs root is a bucket)
     videos_root = warehouse.root / "videos" / series
-    previous = previous_analyses(warehouse, series)
+    previous = previous_analyses(warehouse, series, stored)
     jobs, todo, rows = [], [], []
     for row in delivered:
         try:
             with reading(VIDEO):
-                staged = stage_video(runs_root, warehouse, row, videos_root / f"{row['id']}.mp4")
+                staged = stage_video(runs_root, warehouse, row, videos_root / f"{row['id']}.mp4", listed)
                 sha = sha256_file(staged)
                 key = content_version(RENDERS_CODE_VERSION, sampler_settings, row["brief"], sha)
                 sample = _sampler(json.loads(row["brief"]), sampler_settings.frames, sampler_settings.min_gap_s)
         except BadInput as exc:
             rows.append({"id": row["id"], "video_ok": False, "video_error": str(exc), "render_error": str(exc)})
             continue
-        if _reusable(previous.get(row["id"]), key, warehouse):
+        if _reusable(previous.get(row["id"]), key, warehouse, listed):
             rows.append(previous[row["id"]])
             continue
         todo.append((row, sha, key, staged))
@@ -146,7 +154,7 @@ def render_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, wareho
         facts, sheet = rendered.facts, rendered.contact_sheet
         if sheet and len(shown) < CONTACT_SHEETS_SHOWN:
             shown.append(_thumbnail_markdown(row["id"], sheet))
-        frames_name = warehouse.mirror.publish_folder(sheet.parent) if sheet else None
+        frames_name = warehouse.mirror.publish_folder(sheet.parent, listed) if sheet else None
         rows.append({
             "id": row["id"], "video_ok": facts["video_ok"], "video_duration_s": facts["video_duration_s"],
             "fps": facts["fps"], "width": facts["width"], "height": facts["height"],

@@ -24,11 +24,13 @@ from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.objects import exists
 from vae_pipeline.domain.review.site import (
+    BYTECODE,
     SITE_DIR,
     CheckResult,
     Leaderboard,
     SiteInputs,
     render_site,
+    series_of_file,
     templates_version,
 )
 from vae_pipeline.domain.dataset.rows import load_withheld
@@ -126,7 +128,8 @@ def review_site(context: dg.AssetExecutionContext, project_meta: ProjectMeta, wa
         scrub=scrub_config(scrub_settings), warnings=build_warnings(context.instance))
     fetch_linked_files(warehouse, inputs.rows)
     report = render_site(inputs, warehouse.root, site_root(warehouse))
-    warehouse.mirror.publish_tree(site_root(warehouse))
+    # on a bucket one object a series (its pages, search entries and state), not one a page
+    warehouse.mirror.publish_tree(site_root(warehouse), series_of_file, local_only=(f"{BYTECODE}/",))
     failing = [c.name for c in inputs.checks if c.passed is False]
     return dg.MaterializeResult(
         data_version=dg.DataVersion(content_version(report.index.read_bytes())),

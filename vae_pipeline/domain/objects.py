@@ -4,8 +4,7 @@ type (`UPath`, over fsspec and s3fs).
 The stages call the same functions for both; what differs is how a write is made atomic. On
 disk a temp file is renamed into place; on object storage a single PUT (or a multipart upload,
 which appears whole when it completes) is atomic already. Creating a file only if it is absent
-is a hard link on disk and `If-None-Match: *` on a bucket; replacing a pointer only if nobody
-else did is `If-Match` with the ETag read before. Listings of a bucket are refreshed before they
+is a hard link on disk and `If-None-Match: *` on a bucket. Listings of a bucket are refreshed before they
 are trusted (s3fs caches them). The endpoint, region and credentials are the AWS client's own
 (the standard AWS variables or a profile): they never pass through this module.
 """
@@ -17,7 +16,9 @@ import io
 import os
 import tarfile
 import tempfile
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -104,6 +105,48 @@ def head(path: UPath) -> dict | None:
     return {"size": answer["ContentLength"], "etag": answer["ETag"]}
 
 
+class _RecentObjects:
+    """The bytes of the small objects this process last wrote or read, by path with their MD5:
+    what a listing's ETag (a single-part upload's MD5) shows a bucket still holds is not fetched
+    again. Bounded; never trusted without that ETag."""
+
+    LARGEST = 8 << 20
+    TOTAL = 64 << 20
+
+    def __init__(self):
+        self._held: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def note(self, path: UPath, data: bytes) -> None:
+        if len(data) > self.LARGEST:
+            return
+        digest = hashlib.md5(data, usedforsecurity=False).hexdigest()
+        with self._lock:
+            self._drop(path.path)
+            self._held[path.path] = (digest, data)
+            self._size += len(data)
+            while self._size > self.TOTAL:
+                self._drop(next(iter(self._held)))
+
+    def held(self, path: UPath, found: dict | None) -> bytes | None:
+        """The bytes noted for `path` if the listing's entry `found` shows the bucket holds them."""
+        if found is None:
+            return None
+        with self._lock:
+            digest, data = self._held.get(path.path, (None, b""))
+        tag = str(found.get("ETag") or "").strip('"')
+        return data if digest is not None and tag == digest and found.get("size") == len(data) else None
+
+    def _drop(self, key: str) -> None:
+        old = self._held.pop(key, None)
+        if old is not None:
+            self._size -= len(old[1])
+
+
+RECENT = _RecentObjects()
+
+
 def put_bytes(path: UPath, data: bytes) -> str | None:
     """Write `data` at `path` whole: readers see the old bytes or the new, never half. The new
     object's ETag (None on disk)."""
@@ -112,6 +155,7 @@ def put_bytes(path: UPath, data: bytes) -> str | None:
         write_atomic(local_path(path), data)
         return None
     answer = path.fs.pipe_file(path.path, data)
+    RECENT.note(path, data)
     return answer.get("ETag") if isinstance(answer, dict) else etag(path)
 
 
@@ -161,24 +205,18 @@ def etag(path: UPath) -> str | None:
     return found["etag"] if found else None
 
 
-def put_if_match(path: UPath, data: bytes, expected: str | None) -> bool:
-    """Replace the object `path` only if it still holds what was read before: ETag `expected`, or
-    absent when `expected` is None; False if another writer replaced it in between (`If-Match`
-    / `If-None-Match`)."""
+def read_bytes(path: UPath, found: dict | None = None) -> bytes:
+    """The file's bytes; on a bucket in one GET (s3fs's own `cat_file` first asks the size with a
+    HEAD, and a file opened reads in ranged blocks), or none when `found` (its entry in a fresh
+    listing) shows the bucket holds the bytes this process last wrote or read there."""
     path = location(path)
-    if expected is None:
-        return put_new(path, data)
-    try:
-        path.fs.pipe_file(path.path, data, IfMatch=expected)
-    except OSError as exc:
-        if refused_condition(exc):
-            return False
-        raise
-    return True
-
-
-def read_bytes(path: UPath) -> bytes:
-    return location(path).read_bytes()
+    if is_local(path):
+        return local_path(path).read_bytes()
+    data = RECENT.held(path, found)
+    if data is None:
+        data = path.fs.cat_file(path.path, max_concurrency=1)
+        RECENT.note(path, data)
+    return data
 
 
 def exists(path: UPath) -> bool:
@@ -222,6 +260,28 @@ def _same_bytes(found: dict | None, size: int, md5: Callable[[], str], sha256: C
     return tag == md5() if "-" not in tag else sha256_of(path) == sha256()
 
 
+def known_bytes(path: UPath, expected: bytes, found: dict | None) -> bytes:
+    """`path`'s bytes: `expected` itself when the listing's entry `found` shows the object holds
+    them (size and ETag: no request), else read."""
+    path = location(path)
+    if found is not None and not is_local(path) and _same_bytes(
+            _listed(found), len(expected), lambda: hashlib.md5(expected, usedforsecurity=False).hexdigest(),
+            lambda: hashlib.sha256(expected).hexdigest(), path):
+        return expected
+    return read_bytes(path)
+
+
+def readable_copy(path: UPath, local: Path | None, found: dict | None) -> UPath | Path:
+    """Where to read `path`'s bytes: the local file `local` when the listing's entry `found` shows
+    the object holds its bytes (size and ETag: no request), else `path` itself."""
+    path = location(path)
+    if local is None or found is None or is_local(path) or not local.is_file():
+        return path
+    same = _same_bytes(_listed(found), local.stat().st_size, lambda: _md5_local(local),
+                       lambda: _sha256_local(local), path)
+    return local if same else path
+
+
 def sha256_of(path: UPath) -> str:
     with location(path).open("rb") as handle:
         return sha256_stream(handle)[1]
@@ -262,6 +322,30 @@ def listing(folder: UPath) -> dict[str, dict]:
     return {name[len(folder.path):].lstrip("/"): info for name, info in found.items() if info.get("type") == "file"}
 
 
+def fresh_listing(folder: UPath) -> dict[str, dict]:
+    """`listing`, on a bucket as `bucket_listing`: for a caller that acts on the listing alone."""
+    folder = location(folder)
+    return listing(folder) if is_local(folder) else bucket_listing(folder)
+
+
+def bucket_listing(folder: UPath) -> dict[str, dict]:
+    """`listing` of a bucket prefix in ListObjectsV2 pages asked directly: one request for a
+    prefix that holds nothing, where s3fs's `find` asks a HEAD and another LIST (and, unlike
+    it, fills none of s3fs's caches of folders)."""
+    bucket, key, _ = folder.fs.split_path(folder.path)
+    prefix = f"{key.rstrip('/')}/" if key else ""
+    files, token = {}, {}
+    while True:
+        page = folder.fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, **token)
+        for entry in page.get("Contents", []):
+            if not entry["Key"].endswith("/"):
+                files[entry["Key"][len(prefix):]] = {"name": f"{bucket}/{entry['Key']}", "type": "file",
+                                                     "size": entry["Size"], "ETag": entry["ETag"]}
+        if not page.get("IsTruncated"):
+            return files
+        token = {"ContinuationToken": page["NextContinuationToken"]}
+
+
 def listed_identity(info: dict) -> str:
     """Which bytes a file of a `listing` holds, without reading them: its size and mtime and inode
     on disk (a write through a temp name gets a new inode), its size and ETag on a bucket."""
@@ -298,7 +382,7 @@ def heads_under(folder: UPath) -> dict[str, dict]:
     folder = location(folder)
     if is_local(folder):
         return {}
-    return {(folder / name).path: _listed(info) for name, info in listing(folder).items()}
+    return {(folder / name).path: _listed(info) for name, info in bucket_listing(folder).items()}
 
 
 def _head_of(path: UPath, heads: dict[str, dict] | None) -> dict | None:
@@ -317,16 +401,19 @@ def fingerprint_entries(folder: UPath) -> list[str]:
 
 PACKED = ".tar"  # a folder `Mirror.publish_folder` put on a bucket as one object
 UNPACKED = ".unpacked"  # beside a fetched object's ETag: the ETag its folder was unpacked from
-POINTER = ".current"  # `<name>.current`: the version of a folder in use
+POINTER = ".current"  # `<name>.current`: the version of a folder in use, as earlier builds noted it
 
 
-def _packed(folder: Path) -> bytes:
-    """A folder's files as one uncompressed tar (the frames are JPEGs), the same bytes for the
-    same files: sorted, no times, owners or modes of this machine."""
+PACKS = ".packs"  # in a folder `Mirror.publish_tree` put on a bucket: `<pack>.tar`, files that go together
+
+
+def _packed(files: dict[str, Path]) -> bytes:
+    """Files (by the name each takes) as one uncompressed tar (the frames are JPEGs), the same
+    bytes for the same files: sorted, no times, owners or modes of this machine."""
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            info = tarfile.TarInfo(path.relative_to(folder).as_posix())
+        for name, path in sorted(files.items()):
+            info = tarfile.TarInfo(name)
             info.size, info.mode = path.stat().st_size, 0o644
             with path.open("rb") as handle:
                 tar.addfile(info, handle)
@@ -366,19 +453,39 @@ class Mirror:
 
     def sync(self, rel: str = "") -> Path:
         """The local copy of every file under `rel`, made equal to the bucket's (files gone there
-        are removed here); the changed ones are downloaded together."""
+        are removed here); the changed ones are downloaded together, and the packs
+        `publish_tree` made unpacked in place."""
         folder = self.local / rel if rel else self.local
         if not self.is_remote:
             return folder
         listed = {name: info.get("ETag") for name, info in listing(self.remote / rel if rel else self.remote).items()}
         self._download({f"{rel}/{name}" if rel else name: tag for name, tag in listed.items()})
+        kept = set(listed)
+        for name, tag in listed.items():
+            if name.startswith(f"{PACKS}/") and name.endswith(PACKED):
+                kept |= self._unpack_in_place(folder, f"{rel}/{name}" if rel else name, tag)
         if folder.is_dir():
             for path in sorted(folder.rglob("*")):
-                if path.is_file() and path.relative_to(folder).as_posix() not in listed:
+                if path.is_file() and path.relative_to(folder).as_posix() not in kept:
                     path.unlink()
                     (self._tags / path.relative_to(self.local)).unlink(missing_ok=True)
         folder.mkdir(parents=True, exist_ok=True)
         return folder
+
+    def _unpack_in_place(self, folder: Path, rel: str, tag: str) -> set[str]:
+        """Write the files of the pack `rel` (fetched with ETag `tag`) into `folder`, each through a
+        temp name, unless they were written from the same object; their names."""
+        marker = self._tags / f"{rel}{UNPACKED}"
+        with tarfile.open(self.local / rel) as tar:
+            members = [member for member in tar.getmembers() if member.isfile()]
+            names = {member.name for member in members}
+            if marker.is_file() and marker.read_text() == tag and all((folder / n).is_file() for n in names):
+                return names
+            for member in members:
+                target = folder / tarfile.data_filter(member, str(folder)).name
+                write_atomic(target, tar.extractfile(member).read(), durable=False)
+        write_atomic(marker, tag.encode(), durable=False)
+        return names
 
     def sync_where(self, wanted: Callable[[str], bool]) -> dict[str, dict]:
         """The local copy of every file `wanted` selects (by its name relative to the root) made
@@ -455,33 +562,78 @@ class Mirror:
         sidecar = self._tags / rel
         return (self.local / rel).is_file() and sidecar.is_file() and sidecar.read_text() == tag
 
-    def publish(self, path: Path) -> str:
+    def listed(self, rel: str) -> dict[str, dict]:
+        """What one listing of the folder `rel` finds on the bucket, by name relative to the root
+        (for `publish` and `publish_folder` of several files there; on disk: nothing)."""
+        if not self.is_remote:
+            return {}
+        return {f"{rel}/{name}": info for name, info in bucket_listing(self.remote / rel).items()}
+
+    def listed_for(self, top: str, series: list[str]) -> dict[str, dict]:
+        """`listed` of `<top>/<series>` for one series, of `<top>` for a run over several (one
+        listing for the run, not one a series)."""
+        return self.listed(f"{top}/{series[0]}") if len(series) == 1 else self.listed(top)
+
+    def holds(self, rel: str, listed: dict[str, dict]) -> bool:
+        """Whether the root holds the file `rel`, alone or in the folder `publish_folder` packed it
+        in, by `listed` (a `listed` of its folder's parent) on a bucket; on disk, asked."""
+        if not self.is_remote:
+            return (self.local / rel).is_file()
+        return rel in listed or f"{rel.rsplit('/', 1)[0]}{PACKED}" in listed
+
+    def publish(self, path: Path, listed: dict[str, dict] | None = None) -> str:
         """Upload a file written in the local copy to its place on the bucket, unless that
-        already holds its bytes; its name relative to the root."""
+        already holds its bytes (asked with a HEAD, or found in `listed`, a `listed` of its
+        folder); its name relative to the root."""
         rel = path.relative_to(self.local).as_posix()
         if self.is_remote:
             target = self.remote / rel
-            found = head(target)
+            found = head(target) if listed is None else _listed(listed.get(rel))
             same = _same_bytes(found, path.stat().st_size, lambda: _md5_local(path), lambda: _sha256_local(path), target)
             tag = found["etag"] if same else put_file(target, path)
             if tag:
                 write_atomic(self._tags / rel, tag.encode(), durable=False)
         return rel
 
-    def publish_tree(self, folder: Path) -> None:
+    def publish_tree(self, folder: Path, pack_of: Callable[[str], str | None] = lambda name: None,
+                     local_only: tuple[str, ...] = ()) -> None:
         """Make the bucket's copy of a local folder equal to it: the files whose bytes it does
-        not hold uploaded, the objects no longer here removed (on disk: nothing to do)."""
+        not hold uploaded, the objects no longer here removed (on disk: nothing to do).
+
+        Files `pack_of` names a pack for (by their name in the folder) go as one tar a pack,
+        `.packs/<pack>.tar` (one PUT when one of them changed, not one a file), which `sync`
+        unpacks; files under the `local_only` prefixes (a cache of this machine) stay here."""
         if not self.is_remote:
             return
         rel = folder.relative_to(self.local).as_posix()
-        there = listing(self.remote / rel)
-        here = {path.relative_to(folder).as_posix(): path for path in sorted(folder.rglob("*")) if path.is_file()}
+        there = bucket_listing(self.remote / rel)
+        files = {path.relative_to(folder).as_posix(): path for path in sorted(folder.rglob("*")) if path.is_file()}
+        here, packs = {}, {}
+        for name, path in files.items():
+            if name.startswith(f"{PACKS}/") or name.startswith(local_only):
+                continue
+            pack = pack_of(name)
+            if pack is None:
+                here[name] = path
+            else:
+                packs.setdefault(pack, {})[name] = path
+        for pack, members in packs.items():
+            packed = folder / PACKS / f"{pack}{PACKED}"
+            write_if_changed(packed, _packed(members))
+            here[f"{PACKS}/{pack}{PACKED}"] = packed
         changed = {name: path for name, path in here.items()
                    if not _same_bytes(_listed(there.get(name)), path.stat().st_size, lambda p=path: _md5_local(p),
                                       lambda p=path: _sha256_local(p), self.remote / rel / name)}
         self._upload({f"{rel}/{name}": path for name, path in changed.items()})
         for name in sorted(set(there) - set(here)):
             remove(self.remote / rel / name)
+        for pack in packs:  # this copy holds every pack's files already
+            name = f"{PACKS}/{pack}{PACKED}"
+            tag = (self._tags / rel / name).read_text() if name in changed else there[name].get("ETag", "")
+            write_atomic(self._tags / rel / f"{name}{UNPACKED}", tag.encode(), durable=False)
+        for stale in (folder / PACKS).glob(f"*{PACKED}") if (folder / PACKS).is_dir() else []:
+            if stale.name[: -len(PACKED)] not in packs:
+                stale.unlink()
 
     def _upload(self, files: dict[str, Path]) -> None:
         """Upload local files to names relative to the root, concurrently, each a single PUT; a
@@ -501,30 +653,26 @@ class Mirror:
         the name itself on disk, `<name>@<version>` on a bucket."""
         return f"{rel}@{version}" if self.is_remote else rel
 
-    def publish_folder(self, folder: Path) -> str:
+    def publish_folder(self, folder: Path, listed: dict[str, dict] | None = None) -> str:
         """Make a local folder of files that belong together (frames and their labels), made
         under its `versioned` name, part of the root; the name to read it by.
 
         On disk it was swapped into place whole already. On a bucket, where nothing can be
-        renamed, the folder goes as one object, `<name>@<version>.tar` (one PUT, not one a file),
-        and the pointer `<name>.current` names that version, replaced only if no other writer
-        replaced it since it was read (`If-Match`). Readers go by the version the renders table
-        names (`fetch_folders`), so they never see half of one save and half of another."""
+        renamed, the folder goes as one object, `<name>@<version>.tar` (one PUT, not one a file;
+        none when `listed`, a `listed` of its parent, shows it there already). Readers go by the
+        version the renders table names (`fetch_folders`), so they never see half of one save and
+        half of another."""
         rel = folder.relative_to(self.local).as_posix()
         if not self.is_remote:
             return rel
         packed = self.local / f"{rel}{PACKED}"
-        write_atomic(packed, _packed(folder), durable=False)
-        self._upload({f"{rel}{PACKED}": packed})
+        write_atomic(packed, _packed({path.relative_to(folder).as_posix(): path
+                                      for path in folder.rglob("*") if path.is_file()}), durable=False)
+        if listed is None:
+            self._upload({f"{rel}{PACKED}": packed})
+        else:
+            self.publish(packed, listed)
         write_atomic(self._tags / f"{rel}{UNPACKED}", (self._tags / f"{rel}{PACKED}").read_bytes(), durable=False)
-        name, version = rel.rsplit("@", 1)
-        pointer = self.remote / f"{name}{POINTER}"
-        while True:
-            seen = etag(pointer)
-            if seen is not None and read_bytes(pointer).decode() == version:
-                break
-            if put_if_match(pointer, version.encode(), seen):
-                break
         return rel
 
 

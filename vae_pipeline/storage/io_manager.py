@@ -36,9 +36,10 @@ def parquet_bytes(frame: pl.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
-def read_table(path: UPath) -> pl.DataFrame:
-    """A stored table, from disk (memory-mapped) or from a bucket (one GET)."""
-    return pl.read_parquet(local_path(path) if is_local(path) else io.BytesIO(read_bytes(path)))
+def read_table(path: UPath, found: dict | None = None) -> pl.DataFrame:
+    """A stored table, from disk (memory-mapped) or from a bucket (one GET, or none when `found`,
+    its entry in a fresh listing, shows it holds what this process last wrote or read there)."""
+    return pl.read_parquet(local_path(path) if is_local(path) else io.BytesIO(read_bytes(path, found)))
 
 
 class SeriesTables(dg.UPathIOManager):
@@ -78,11 +79,15 @@ class SeriesTables(dg.UPathIOManager):
         if not context.has_asset_partitions:
             return read_table(self.warehouse.table(key, None))
         paths = self._get_paths_for_partitions(context)
+        keys = context.asset_partition_keys
+        # several series from a bucket: one listing, and only the tables this process does not hold
+        listed = listing(self.warehouse.home.joinpath("tables", *key.path)) \
+            if len(keys) > 1 and not is_local(self.warehouse.home) else {}
         tables, missing = {}, []
-        for series in context.asset_partition_keys:
+        for series in keys:
             try:
                 # each series' rows carry their series, so a roll-up can join on (series, id)
-                tables[series] = _with_series(read_table(paths[series]), series)
+                tables[series] = _with_series(read_table(paths[series], listed.get(f"{series}.parquet")), series)
             except FileNotFoundError:
                 missing.append(series)
         if missing:
@@ -137,7 +142,7 @@ def stored_series_tables(warehouse: Warehouse, reader: str, stages: Mapping[str,
         parts = [] if kept is None else [kept.filter(pl.col("series").is_in(sorted(unchanged)))]
         for s in fresh:
             try:
-                frame = read_table(folder / f"{s}.parquet")
+                frame = read_table(folder / f"{s}.parquet", found.get(f"{s}.parquet"))
             except FileNotFoundError:
                 faults.setdefault(s, []).append(f"{stage} missing")
                 continue

@@ -168,10 +168,6 @@ class Warehouse(dg.ConfigurableResource):
         missing or changed ones downloaded together)."""
         return self.mirror.fetch_all(rels)
 
-    def publish(self, path: Path) -> str:
-        """Make a finished local file part of the home (an upload on a bucket); its name in the home."""
-        return self.mirror.publish(path)
-
     def table(self, key: dg.AssetKey, partition: str | None) -> UPath:
         """Where an asset's (partition's) table is stored."""
         return self.home.joinpath("tables", *key.path, f"{partition}.parquet" if partition else "table.parquet")

@@ -60,6 +60,7 @@ COUNT_COLUMNS = ("turns", "tool_calls", "subagent_tool_calls", "images_read", "r
                  "cache_read_tokens", "cache_creation_tokens")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 SEARCH = "search"  # <series>.js: the series' entries of the index page's search
+BYTECODE = ".cache"  # the templates compiled, for this machine's next render
 # what the scrub wrote (placeholders, redactions) and what the site masks (findings), once escaped
 _MARKERS = re.compile(r"&lt;(home|user|hostname|person|redacted:[A-Za-z0-9_]+|finding:[A-Za-z0-9_]+)&gt;")
 GATE_MEANING = {
@@ -668,10 +669,22 @@ def _remove_series(out: Path, series: str) -> None:
     shutil.rmtree(out / "episodes" / series, ignore_errors=True)
 
 
+def series_of_file(name: str) -> str | None:
+    """The series a file of the site (by its name in the site's folder) belongs to: its page, its
+    episodes' pages, its search entries, its state; None for the index and what every page uses."""
+    top, _, rest = name.partition("/")
+    if top == "episodes" and "/" in rest:
+        return rest.split("/", 1)[0]
+    for folder, suffix in (("series", ".html"), (SEARCH, ".js"), (STATE, ".json")):
+        if top == folder and "/" not in rest and rest.endswith(suffix):
+            return rest.removesuffix(suffix)
+    return None
+
+
 def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
     """Write the site under `out` (inside `home`, the pipeline's home that holds the staged videos
     and frames). Series whose pages would come out the same are left as they are."""
-    env = _environment(out / ".cache")
+    env = _environment(out / BYTECODE)
     version = templates_version()
     state = _read_state(out)
     report = RenderReport(index=out / "index.html")

@@ -255,3 +255,35 @@ def test_a_table_this_process_wrote_is_not_fetched_again_while_the_listing_shows
     assert all(got[s].equals(frames[s]) for s in SERIES[1:])
     read_table(folder / f"{SERIES[0]}.parquet", listing(folder)[f"{SERIES[0]}.parquet"])  # read once: held now
     assert summary(proxy.taken())["kind"] == {"LIST": 1}
+
+
+def test_an_archive_is_checked_against_its_manifest_from_the_staged_copy_the_listing_vouches_for(make_bucket, proxy,
+                                                                                                 tmp_path):
+    """`files_match_manifests` on a bucket: an archive whose listed ETag is the MD5 of this
+    machine's staged copy is hashed and unpacked from the copy (only the manifest is fetched);
+    one whose bytes on the bucket differ from the copy is read from the bucket and refused."""
+    import hashlib
+
+    from vae_pipeline.assets.dataset_episodes import archive_problems
+    from vae_pipeline.domain.episodes.episode_files import archive_digests
+    from vae_pipeline.domain.objects import listing
+    from vae_pipeline_tests.test_review_transcript import pack
+
+    staged = pack({"messages.jsonl": b'{"type": "user"}\n', "brief.json": b"{}"}, tmp_path / "staged.tar.zst")
+    other = pack({"messages.jsonl": b'{"type": "assistant"}\n', "brief.json": b"{}"}, tmp_path / "other.tar.zst")
+    manifest = {"archive_sha256": hashlib.sha256(staged.read_bytes()).hexdigest(),
+                "files": [{"path": path, "size": size, "sha256": sha} for path, (size, sha) in archive_digests(staged).items()]}
+    root = location(f"s3://{make_bucket()}/dataset")
+    row = {"id": "ep-1", "archive": "episodes/2026-01-01/ep-1.tar.zst"}
+    write_if_changed(root / row["archive"], staged.read_bytes())
+    write_if_changed(root / "episodes/2026-01-01/ep-1.json", json.dumps(manifest).encode())
+    found = [listing(root / "episodes")[name] for name in ("2026-01-01/ep-1.tar.zst", "2026-01-01/ep-1.json")]
+    proxy.taken()
+    assert archive_problems(root, row, found, staged) == []
+    assert summary(proxy.taken())["kind"] == {"GET": 1}  # the manifest; the archive read from the copy
+    write_if_changed(root / row["archive"], other.read_bytes())  # the bucket's archive is no longer the copy
+    found = [listing(root / "episodes")[name] for name in ("2026-01-01/ep-1.tar.zst", "2026-01-01/ep-1.json")]
+    proxy.taken()
+    assert archive_problems(root, row, found, staged) == [f"{row['archive']}: sha256 differs from its manifest"]
+    read = summary(proxy.taken())["kind"]
+    assert read["GET"] + read["ranged GET"] >= 2  # the manifest and the archive itself

@@ -4,8 +4,8 @@ type (`UPath`, over fsspec and s3fs).
 The stages call the same functions for both; what differs is how a write is made atomic. On
 disk a temp file is renamed into place; on object storage a single PUT (or a multipart upload,
 which appears whole when it completes) is atomic already. Creating a file only if it is absent
-is a hard link on disk and `If-None-Match: *` on a bucket. Listings of a bucket are refreshed before they
-are trusted (s3fs caches them). The endpoint, region and credentials are the AWS client's own
+is a hard link on disk and `If-None-Match: *` on a bucket. Listings of a bucket are refreshed
+before they are trusted (s3fs caches them). The endpoint, region and credentials are the AWS client's own
 (the standard AWS variables or a profile): they never pass through this module.
 """
 
@@ -277,9 +277,7 @@ def readable_copy(path: UPath, local: Path | None, found: dict | None) -> UPath 
     path = location(path)
     if local is None or found is None or is_local(path) or not local.is_file():
         return path
-    same = _same_bytes(_listed(found), local.stat().st_size, lambda: _md5_local(local),
-                       lambda: _sha256_local(local), path)
-    return local if same else path
+    return local if same_file(path, local, {path.path: _listed(found)}) else path
 
 
 def sha256_of(path: UPath) -> str:

@@ -105,7 +105,9 @@ def counted(proxy, env: dict[str, str], what: str, log: Path | None = None) -> i
     proxy.taken()
     done = subprocess.run([sys.executable, "-c", ONE_BUILD + STEP_WINDOWS, "s3://bench/runs", env["VAE_DATASET_DIR"]],
                           env={**env, "PYTHONPATH": str(PROJECT), "AWS_ENDPOINT_URL": proxy.endpoint},
-                          capture_output=True, text=True, check=True, cwd=Path(env["VAE_SCRATCH"]).parent)
+                          capture_output=True, text=True, cwd=Path(env["VAE_SCRATCH"]).parent)
+    if done.returncode:
+        sys.exit(f"{what} failed:\n{done.stderr[-4000:]}")
     requests = proxy.taken()
     lines = done.stdout.strip().splitlines()
     result, windows = json.loads(lines[-2]), json.loads(lines[-1])

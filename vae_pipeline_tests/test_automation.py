@@ -99,10 +99,10 @@ def test_followup_sensor_launches_the_next_stage(sample_runs, pipeline_env, tmp_
     result = defs.resolve_job_def("refresh").execute_in_process(
         instance=instance, partition_key=series, asset_selection=[dg.AssetKey("episodes")], tags={REFRESH_TAG: "true"})
     success = instance.all_logs(result.run_id, of_type=dg.DagsterEventType.RUN_SUCCESS)[0].dagster_event
-    context = dg.build_run_status_sensor_context(sensor_name="refresh_followup_sensor", dagster_instance=instance,
-                                                 dagster_run=result.dagster_run, dagster_event=success,
-                                                 resources=resources)
-    requests = refresh_followup_sensor(context)
+    with dg.build_run_status_sensor_context(sensor_name="refresh_followup_sensor", dagster_instance=instance,
+                                            dagster_run=result.dagster_run, dagster_event=success,
+                                            resources=resources) as context:  # runs_root holds its listings
+        requests = refresh_followup_sensor(context)
     # the finished series moves on to its next stage; the others start from episodes in one run
     # over both, and what is missing downstream of it in the same series comes along; labels wait
     # for the rubric's run

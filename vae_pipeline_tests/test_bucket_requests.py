@@ -287,3 +287,124 @@ def test_an_archive_is_checked_against_its_manifest_from_the_staged_copy_the_lis
     assert archive_problems(root, row, found, staged) == [f"{row['archive']}: sha256 differs from its manifest"]
     read = summary(proxy.taken())["kind"]
     assert read["GET"] + read["ranged GET"] >= 2  # the manifest and the archive itself
+
+
+def test_a_held_runs_root_is_read_from_its_first_listing_until_released(runs, proxy, s3_client, tmp_path):
+    """While a build (or run) holds the runs root, each folder under it is listed once: the series
+    found in the root's listing are synced and fingerprinted without another LIST, and a file the
+    harness adds meanwhile waits for the next build; released, the root is listed afresh."""
+    from vae_pipeline.domain.objects import listings_held
+
+    root = RunsRoot(path=f"s3://{runs}/runs", scratch_path=str(tmp_path / "scratch"))
+    with listings_held(root.path):
+        root.root  # noqa: B018 (the property lists and syncs)
+        proxy.taken()
+        versions = {series: root.fingerprint(series) for series in SERIES}
+        folders = {series: root.series_dir(series) for series in SERIES}
+        assert summary(proxy.taken())["kind"] == {"GET": len(SERIES)}  # each series' episode file, no LIST
+        assert all((folders[s] / "ep-1" / "transcript.jsonl").read_bytes() == b"{}\n" for s in SERIES)
+        s3_client.put_object(Bucket=runs, Key=f"runs/{SERIES[0]}/ep-2/transcript.jsonl", Body=b"{}\n")
+        assert root.fingerprint(SERIES[0]) == versions[SERIES[0]]
+        assert not (root.series_dir(SERIES[0]) / "ep-2").exists()
+        assert summary(proxy.taken())["kind"] == {}
+    assert root.fingerprint(SERIES[0]) != versions[SERIES[0]]
+    assert (root.series_dir(SERIES[0]) / "ep-2" / "transcript.jsonl").is_file()
+    assert summary(proxy.taken())["kind"] == {"LIST": 2, "GET": 1}
+
+
+def test_a_listing_held_for_one_prefix_answers_nothing_outside_it(runs, proxy, tmp_path):
+    """Only the held prefix is read from memory: the warehouse beside it is listed afresh."""
+    from vae_pipeline.domain.objects import listing, listings_held, put_bytes
+
+    home = location(f"s3://{runs}/home")
+    with listings_held(f"s3://{runs}/runs"):
+        assert listing(home) == {}
+        put_bytes(home / "a.parquet", b"a")
+        assert sorted(listing(home)) == ["a.parquet"]
+
+
+def test_the_label_history_cache_fetches_each_generation_once(make_bucket, proxy, tmp_path):
+    """On a bucket `label_history` is a table of the machine's DuckDB cache: each label generation
+    is fetched once (one GET, none when this process wrote it), an unchanged folder costs its
+    listing alone, and a generation replaced under its name rebuilds the table from the bucket."""
+    import polars as pl
+
+    from vae_pipeline.domain.objects import put_bytes
+    from vae_pipeline.storage.io_manager import parquet_bytes
+    from vae_pipeline.storage.resources import Warehouse
+
+    def generation(rows: list[tuple[str, str | None, str, bool]]) -> bytes:
+        return parquet_bytes(pl.DataFrame(
+            {"series": [SERIES[0]] * len(rows), "id": [r[0] for r in rows], "old_label": [r[1] for r in rows],
+             "label": [r[2] for r in rows], "host_rubric_version": ["1.1"] * len(rows),
+             "changed_at": ["2026-12-01T00:00:00Z" if r[3] else None for r in rows], "changed": [r[3] for r in rows]},
+            schema_overrides={"old_label": pl.String, "changed_at": pl.String}))
+
+    bucket = make_bucket()
+    warehouse = Warehouse(path=f"s3://{bucket}/home", scratch_path=str(tmp_path / "scratch"))
+    state = location(f"s3://{bucket}/home/label_state/{SERIES[0]}")
+
+    def history() -> list[tuple]:
+        with warehouse.connect() as con:
+            return con.execute("SELECT id, old_label, new_label FROM label_history "
+                               "ORDER BY id, old_label NULLS FIRST").fetchall()
+
+    put_bytes(state / "00000001.parquet", generation([("a", None, "PASS", True), ("b", None, "FAIL", True)]))
+    from vae_pipeline.domain.objects import RECENT
+
+    RECENT._drop((state / "00000001.parquet").path)  # as on another machine
+    proxy.taken()
+    assert history() == [("a", None, "PASS"), ("b", None, "FAIL")]
+    first = summary(proxy.taken())["kind"]
+    assert first["GET"] == 1 and first["LIST"] == 1  # the generation, and label_state's listing
+    assert history() == [("a", None, "PASS"), ("b", None, "FAIL")]
+    assert summary(proxy.taken())["kind"]["GET"] == 0
+    put_bytes(state / "00000002.parquet", generation([("a", "PASS", "FAIL", True), ("b", None, "FAIL", False)]))
+    proxy.taken()
+    assert history() == [("a", None, "PASS"), ("a", "PASS", "FAIL"), ("b", None, "FAIL")]
+    assert summary(proxy.taken())["kind"]["GET"] == 0  # written by this process: from memory
+    put_bytes(state / "00000001.parquet", generation([("c", None, "PASS", True)]))
+    RECENT._drop((state / "00000001.parquet").path)
+    proxy.taken()
+    assert history() == [("a", "PASS", "FAIL"), ("c", None, "PASS")]
+    assert summary(proxy.taken())["kind"]["GET"] == 1
+
+
+def test_an_unpartitioned_table_is_loaded_from_memory_when_its_materialization_recorded_those_bytes(
+        make_bucket, proxy, s3_client, tmp_path):
+    """A step loading a table (`episode_table`) that an earlier step of the same process stored
+    makes no request: the materialization recorded the stored object's ETag and size. A table
+    the process does not hold, or whose recorded ETag is not that of the bytes it holds, is fetched."""
+    import dagster as dg
+    import polars as pl
+
+    from vae_pipeline.storage.io_manager import ParquetTableIOManager
+    from vae_pipeline.storage.resources import Warehouse
+
+    warehouse = Warehouse(path=f"s3://{make_bucket()}/home", scratch_path=str(tmp_path / "scratch"))
+    table = pl.DataFrame({"id": ["a", "b"]})
+
+    @dg.asset(io_manager_key="tables")
+    def stored() -> pl.DataFrame:
+        return table
+
+    @dg.asset(io_manager_key="tables")
+    def reader(stored: pl.DataFrame) -> pl.DataFrame:
+        return stored.with_columns(seen=pl.lit(True))
+
+    defs = dg.Definitions(assets=[stored, reader], resources={"tables": ParquetTableIOManager(warehouse=warehouse)})
+    with dg.instance_for_test() as instance:
+        proxy.taken()
+        assert defs.resolve_implicit_global_asset_job_def().execute_in_process(instance=instance).success
+        kinds = summary(proxy.taken())["kind"]
+        assert kinds["PUT"] == 2 and kinds["GET"] == 0 and kinds["HEAD"] == 0  # stored's table from memory
+        recorded = instance.get_latest_materialization_event(dg.AssetKey("stored")).asset_materialization.metadata
+        assert recorded["vae/bytes"].value == s3_client.head_object(Bucket=warehouse.home.path.split("/")[0],
+                                                                    Key="home/tables/stored/table.parquet")["ContentLength"]
+        from vae_pipeline.domain.objects import RECENT
+
+        RECENT._drop((warehouse.home / "tables/stored/table.parquet").path)  # as in another process
+        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=instance, asset_selection=[dg.AssetKey("reader")])
+        assert result.success and summary(proxy.taken())["kind"]["GET"] == 1
+        assert result.output_for_node("reader").equals(table.with_columns(seen=pl.lit(True)))

@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 
 from vae_pipeline.assets.meta import check_meta_folder, observe_rubric_in_force
-from vae_pipeline.domain.objects import absolute, is_local, location, put_tree, scratch_root
+from vae_pipeline.domain.objects import absolute, is_local, listings_held, location, put_tree, scratch_root
 from vae_pipeline.automation.planner import next_runs, stale, sync_series
 from vae_pipeline.cli.common import CliError, episode_table_rows, paths_of, run_error, say, settings, writing
 from vae_pipeline.cli.launch import run_job
@@ -54,7 +54,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
 def build(runs: Path, out: Path, *, rubric_version: str | None = None, max_rounds: int = 20,
           log_level: str = "CRITICAL") -> dict:
     """Materialize every stale or missing asset, stage by stage, on the persistent instance."""
-    with settings(**paths_of(runs, out), VAE_RUBRIC_VERSION=rubric_version) as env, writing(env) as instance:
+    with settings(**paths_of(runs, out), VAE_RUBRIC_VERSION=rubric_version) as env, writing(env) as instance, \
+            listings_held(env["VAE_RUNS_ROOT"]):  # the runs root as one listing for the whole build
         return _build(instance, env, max_rounds, log_level)
 
 

@@ -20,6 +20,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from upath import UPath
@@ -147,26 +148,28 @@ class _RecentObjects:
 RECENT = _RecentObjects()
 
 
-def put_bytes(path: UPath, data: bytes) -> str | None:
+def put_bytes(path: UPath, data: bytes, *, kept: bool = True) -> str | None:
     """Write `data` at `path` whole: readers see the old bytes or the new, never half. The new
-    object's ETag (None on disk)."""
+    object's ETag (None on disk). `kept`: noted in `RECENT`, for a read back in this process."""
     path = location(path)
     if is_local(path):
         write_atomic(local_path(path), data)
         return None
     answer = path.fs.pipe_file(path.path, data)
-    RECENT.note(path, data)
+    if kept:
+        RECENT.note(path, data)
     return answer.get("ETag") if isinstance(answer, dict) else etag(path)
 
 
 def put_file(path: UPath, source: Path) -> str | None:
     """Put a local file's bytes at `path` whole (a hard link or copy on disk, an upload on a
-    bucket); the new object's ETag (None on disk)."""
+    bucket); the new object's ETag (None on disk). Not noted in `RECENT`: the file stays here
+    (videos, frames and archives would push the tables out)."""
     path = location(path)
     if is_local(path):
         link_or_copy(source, local_path(path))
         return None
-    return put_bytes(path, source.read_bytes())
+    return put_bytes(path, source.read_bytes(), kept=False)
 
 
 def put_new(path: UPath, data: bytes) -> bool:
@@ -182,6 +185,7 @@ def put_new(path: UPath, data: bytes) -> bool:
         if refused_condition(exc):
             return False
         raise
+    RECENT.note(path, data)
     return True
 
 
@@ -312,12 +316,87 @@ def _md5_local(path: Path) -> str:
 
 def listing(folder: UPath) -> dict[str, dict]:
     """Every file under `folder` by its name relative to it, with what the store says of it
-    (size, and ETag on a bucket), from a fresh listing (one paged LIST); empty if there is none."""
-    folder = refreshed(location(folder))
+    (size, and ETag on a bucket), from a fresh listing (one paged LIST); empty if there is none.
+    Under a prefix held by `listings_held`, the listing taken first there answers."""
+    folder = location(folder)
+    held = _HELD.answer(folder)
+    if held is not None:
+        return held
+    folder = refreshed(folder)
     if is_local(folder) and not local_path(folder).is_dir():
         return {}
     found = folder.fs.find(folder.path, detail=True)
-    return {name[len(folder.path):].lstrip("/"): info for name, info in found.items() if info.get("type") == "file"}
+    files = {name[len(folder.path):].lstrip("/"): info for name, info in found.items() if info.get("type") == "file"}
+    _HELD.keep(folder, files)
+    return files
+
+
+class _HeldListings:
+    """The listings taken under the bucket prefixes a unit of work holds (`listings_held`), by
+    the folder listed: a folder listed again, or one inside it, is answered from them."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._roots: dict[str, int] = {}  # held prefix -> how many holders
+        self._taken: dict[str, dict[str, dict]] = {}  # folder listed -> its files
+
+    def hold(self, root: str) -> None:
+        with self._lock:
+            self._roots[root] = self._roots.get(root, 0) + 1
+
+    def release(self, root: str) -> None:
+        with self._lock:
+            self._roots[root] -= 1
+            if not self._roots[root]:
+                del self._roots[root]
+                self._taken = {folder: files for folder, files in self._taken.items() if not _under(folder, root)}
+
+    def answer(self, folder: UPath) -> dict[str, dict] | None:
+        if is_local(folder):
+            return None
+        path = folder.path.rstrip("/")
+        with self._lock:
+            for taken, files in self._taken.items():
+                if _under(path, taken):
+                    inner = path[len(taken):].strip("/")
+                    if not inner:
+                        return dict(files)
+                    return {name[len(inner) + 1:]: info for name, info in files.items() if name.startswith(f"{inner}/")}
+        return None
+
+    def keep(self, folder: UPath, files: dict[str, dict]) -> None:
+        if is_local(folder):
+            return
+        path = folder.path.rstrip("/")
+        with self._lock:
+            if any(_under(path, root) for root in self._roots):
+                self._taken[path] = files
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(f"{folder}/")
+
+
+_HELD = _HeldListings()
+
+
+@contextmanager
+def listings_held(root: UPath | str) -> Iterator[None]:
+    """While inside, the bucket prefix `root` is read as it was first listed: each folder under it
+    listed once (a folder inside one listed before, not at all). For a prefix the pipeline only
+    reads (the runs root) during one build or run: every step sees the same files, which the
+    versions it records were computed from, in one LIST instead of one per step and purpose.
+    On disk: nothing changes."""
+    root = location(root)
+    if is_local(root):
+        yield
+        return
+    path = root.path.rstrip("/")
+    _HELD.hold(path)
+    try:
+        yield
+    finally:
+        _HELD.release(path)
 
 
 def fresh_listing(folder: UPath) -> dict[str, dict]:

@@ -62,7 +62,10 @@ class SeriesTables(dg.UPathIOManager):
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | dict[str, pl.DataFrame]) -> None:
         if not context.has_asset_partitions:
-            put_bytes(self.warehouse.table(context.asset_key, None), parquet_bytes(obj))
+            data = parquet_bytes(obj)
+            tag = put_bytes(self.warehouse.table(context.asset_key, None), data)
+            if tag is not None:  # on a bucket: which bytes this materialization stored
+                context.add_output_metadata({STORED_ETAG: tag.strip('"'), STORED_SIZE: len(data)})
             return
         expected = set(context.asset_partition_keys)
         if not isinstance(obj, dict) or set(obj) != expected:
@@ -77,7 +80,7 @@ class SeriesTables(dg.UPathIOManager):
     def load_input(self, context: dg.InputContext) -> pl.DataFrame | dict[str, pl.DataFrame]:
         key = context.asset_key
         if not context.has_asset_partitions:
-            return read_table(self.warehouse.table(key, None))
+            return read_table(self.warehouse.table(key, None), _recorded_object(context))
         paths = self._get_paths_for_partitions(context)
         keys = context.asset_partition_keys
         # several series from a bucket: one listing, and only the tables this process does not hold
@@ -94,6 +97,22 @@ class SeriesTables(dg.UPathIOManager):
             raise dg.Failure(description=f"{key.to_user_string()} has not been materialized for series "
                                          f"{', '.join(missing)}: materialize it for them first")
         return tables
+
+
+STORED_ETAG, STORED_SIZE = "vae/etag", "vae/bytes"  # an unpartitioned table's object, as its materialization stored it
+
+
+def _recorded_object(context: dg.InputContext) -> dict | None:
+    """The ETag and size the asset's latest materialization recorded of its stored table, as a
+    listing's entry: a table this process wrote or read with those bytes is not fetched again
+    (the steps of a run in one process read each table from memory, not once per step). None
+    when nothing was recorded (on disk, or an earlier build's)."""
+    if not context.has_asset_key or context.instance is None:
+        return None
+    event = context.instance.get_latest_materialization_event(context.asset_key)
+    metadata = event.asset_materialization.metadata if event is not None and event.asset_materialization else {}
+    tag, size = metadata.get(STORED_ETAG), metadata.get(STORED_SIZE)
+    return None if tag is None or size is None else {"ETag": tag.value, "size": size.value}
 
 
 class ParquetTableIOManager(dg.ConfigurableIOManagerFactory):

@@ -7,6 +7,7 @@ import io
 import json
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -27,7 +28,9 @@ from vae_pipeline.domain.objects import (
     scratch_root,
     fingerprint_entries,
     is_local,
+    bucket_listing,
     listing,
+    listings_held,
     location,
     read_bytes,
     write_if_changed,
@@ -52,6 +55,12 @@ class RunsRoot(dg.ConfigurableResource):
     @property
     def mirror(self) -> Mirror:
         return Mirror(location(self.path), scratch_root(self.scratch_path, self.path) / "runs")
+
+    @contextmanager
+    def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator[RunsRoot]:
+        """A run reads the runs root as first listed: each folder listed once for all its steps."""
+        with listings_held(self.path):
+            yield self
 
     @property
     def root(self) -> Path:
@@ -137,6 +146,15 @@ def meta_problem(what: str) -> str:
 
 
 LABEL_STATE = "label_state"  # the label generations: <home>/label_state/<series>/<n>.parquet
+# what `label_history` holds of the label generations `{source}`: their rows whose label changed
+LABEL_HISTORY = ("SELECT series, id, old_label, label AS new_label, host_rubric_version, changed_at "
+                 "FROM {source} WHERE changed")
+
+
+def _tables(con: duckdb.DuckDBPyConnection, *, with_type: bool = False) -> set:
+    """The names of the tables and views (with `with_type`: (name, `BASE TABLE` or `VIEW`))."""
+    rows = con.execute("SELECT table_name, table_type FROM information_schema.tables").fetchall()
+    return set(rows) if with_type else {name for name, _ in rows}
 
 
 class Warehouse(dg.ConfigurableResource):
@@ -200,13 +218,17 @@ class Warehouse(dg.ConfigurableResource):
             # the views name files relative to VAE_HOME, so a moved or copied home reads its own
             con.execute(f"SET file_search_path = '{search_path}'")
             return con
-        con.register_filesystem(self.home.fs)
-        self._refresh_cache(con)
+        try:
+            con.register_filesystem(self.home.fs)
+            self._refresh_cache(con)
+        except BaseException:
+            con.close()  # DuckDB keeps a file's database open while a connection to it is
+            raise
         return con
 
     def _refresh_cache(self, con: duckdb.DuckDBPyConnection) -> None:
         """Make this machine's DuckDB cache hold the stored `episode_table` (reloaded when its
-        object's ETag is not the one the cache was loaded from) and the `label_history` view."""
+        object's ETag is not the one the cache was loaded from) and the `label_history` table."""
         stored = self.table(dg.AssetKey("episode_table"), None)
         tag = etag(stored)
         con.execute("CREATE TABLE IF NOT EXISTS cache_source (etag VARCHAR)")
@@ -219,21 +241,47 @@ class Warehouse(dg.ConfigurableResource):
             con.execute("DELETE FROM cache_source")
             con.execute("INSERT INTO cache_source VALUES (?)", [tag])
             con.execute("COMMIT")
-        history = self.label_history_sql()
-        if history is not None:
-            con.execute(f"CREATE OR REPLACE VIEW label_history AS {history}")
+        self._refresh_label_history(con)
+
+    def _refresh_label_history(self, con: duckdb.DuckDBPyConnection) -> None:
+        """On a bucket, `label_history` is a table of this cache holding the changed rows of every
+        label generation, each generation fetched once (one GET; generations are only ever
+        added, under new names), from one listing of the folder — not a view that would read
+        every generation's Parquet footer and rows in ranged GETs at each query."""
+        folder = self.home / LABEL_STATE
+        listed = {name: info for name, info in bucket_listing(folder).items()
+                  if name.endswith(".parquet") and name.count("/") == 1}
+        if ("label_history", "VIEW") in _tables(con, with_type=True):
+            con.execute("DROP VIEW label_history")  # a cache made when this was a view
+        con.execute("CREATE TABLE IF NOT EXISTS label_history_source (name VARCHAR, etag VARCHAR)")
+        loaded = dict(con.execute("SELECT name, etag FROM label_history_source").fetchall())
+        current = {name: info["ETag"] for name, info in listed.items()}
+        if loaded == current:
+            return
+        renewed = any(current.get(name) != tag for name, tag in loaded.items())  # replaced or gone: all again
+        con.execute("BEGIN")
+        if renewed:
+            con.execute("DROP TABLE IF EXISTS label_history")
+            con.execute("DELETE FROM label_history_source")
+        for name in sorted(current) if renewed else sorted(set(current) - set(loaded)):
+            con.register("generation", pl.read_parquet(io.BytesIO(read_bytes(folder / name, listed[name]))).to_arrow())
+            selected = LABEL_HISTORY.format(source="generation")
+            con.execute(f"INSERT INTO label_history {selected}" if "label_history" in _tables(con)
+                        else f"CREATE TABLE label_history AS {selected}")
+            con.unregister("generation")
+            con.execute("INSERT INTO label_history_source VALUES (?, ?)", [name, current[name]])
+        con.execute("COMMIT")
 
     def label_history_sql(self) -> str | None:
-        """DuckDB SQL for the history of every label change (every generation's changed rows), or
-        None before the first label. On disk the files are named relative to VAE_HOME (`connect`
-        resolves them there), so a moved or copied home reads its own; on a bucket they are its
-        objects, read through the registered s3fs file system."""
+        """DuckDB SQL for the `label_history` view on disk (every generation's changed rows), or
+        None before the first label and on a bucket (where `connect` keeps it as a table). The
+        files are named relative to VAE_HOME (`connect` resolves them there), so a moved or
+        copied home reads its own."""
         folder = self.home / LABEL_STATE
-        if not any(name.endswith(".parquet") and name.count("/") == 1 for name in listing(folder)):
+        if not is_local(folder) or not any(name.endswith(".parquet") and name.count("/") == 1
+                                           for name in listing(folder)):
             return None
-        pattern = f"{LABEL_STATE}/*/*.parquet" if is_local(folder) else f"{folder}/*/*.parquet"
-        return ("SELECT series, id, old_label, label AS new_label, host_rubric_version, changed_at "
-                f"FROM read_parquet('{pattern}') WHERE changed")
+        return LABEL_HISTORY.format(source=f"read_parquet('{LABEL_STATE}/*/*.parquet')")
 
     @property
     def built_from(self) -> UPath:

@@ -34,7 +34,8 @@ def build_resources(text: Callable[[str], Any], number: Callable[[str], Any]) ->
     warehouse = Warehouse(path=text("VAE_HOME"), scratch_path=text("VAE_SCRATCH"))
     return {
         "runs_root": RunsRoot(path=text("VAE_RUNS_ROOT"), max_unpacked_bytes=number("VAE_MAX_UNPACKED_BYTES"),
-                              max_line_bytes=number("VAE_MAX_LINE_BYTES"), scratch_path=text("VAE_SCRATCH")),
+                              max_line_bytes=number("VAE_MAX_LINE_BYTES"), scratch_path=text("VAE_SCRATCH"),
+                              shared_path=text("VAE_SHARED_INPUTS")),
         "project_meta": ProjectMeta(path=text("VAE_META_DIR"), rubric_version=text("VAE_RUBRIC_VERSION"),
                                     leaderboard_rounds=number("VAE_LEADERBOARD_ROUNDS"),
                                     leaderboard_seed=number("VAE_LEADERBOARD_SEED")),

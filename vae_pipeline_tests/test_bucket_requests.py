@@ -408,3 +408,49 @@ def test_an_unpartitioned_table_is_loaded_from_memory_when_its_materialization_r
             instance=instance, asset_selection=[dg.AssetKey("reader")])
         assert result.success and summary(proxy.taken())["kind"]["GET"] == 1
         assert result.output_for_node("reader").equals(table.with_columns(seen=pl.lit(True)))
+
+
+def test_machines_sharing_a_prefix_fetch_each_input_file_once_whichever_needs_it(runs, proxy, s3_client, tmp_path):
+    """Two machines (each its scratch folder) reading the same series through a shared prefix:
+    the first fetches its files and leaves them as one object, the second takes them from it in
+    one GET; a file changed since is fetched from the runs root by whichever machine needs it
+    first, and the other takes it from the object that machine left."""
+    import hashlib
+
+    shared = f"s3://{runs}/home/inputs"
+    first, second = (RunsRoot(path=f"s3://{runs}/runs", scratch_path=str(tmp_path / name), shared_path=shared)
+                     for name in ("first", "second"))
+
+    def runs_gets() -> list[str]:
+        return sorted(r.path for r in proxy.taken() if r.kind == "GET" and f"/{runs}/runs/" in r.path)
+
+    proxy.taken()
+    first.series_dir(SERIES[0])
+    assert runs_gets() == [f"/{runs}/runs/{SERIES[0]}/{name}" for name in ("ep-1/transcript.jsonl", "series.json")]
+    folder = second.series_dir(SERIES[0])
+    taken = proxy.taken()
+    assert [r.path for r in taken if r.kind == "GET"] == [f"/{runs}/home/inputs/{SERIES[0]}.tar"]
+    assert (folder / "ep-1" / "transcript.jsonl").read_bytes() == b"{}\n"
+    assert second.series_dir(SERIES[0]) == folder and [r.kind for r in proxy.taken()] == ["LIST"]  # unchanged
+    s3_client.put_object(Bucket=runs, Key=f"runs/{SERIES[0]}/ep-1/transcript.jsonl", Body=b"{}\n{}\n")
+    second.series_dir(SERIES[0])
+    assert runs_gets() == [f"/{runs}/runs/{SERIES[0]}/ep-1/transcript.jsonl"]
+    first.series_dir(SERIES[0])
+    assert runs_gets() == []
+    assert (tmp_path / "first" / "runs" / SERIES[0] / "ep-1" / "transcript.jsonl").read_bytes() == b"{}\n{}\n"
+    # a shared object whose bytes are not those its ETags name is not trusted: fetched from the runs root
+    import io
+    import tarfile
+
+    name = f"runs/{SERIES[1]}/ep-1/transcript.jsonl"
+    tag = s3_client.head_object(Bucket=runs, Key=name)["ETag"]
+    assert tag.strip('"') == hashlib.md5(b"{}\n").hexdigest()
+    forged = io.BytesIO()
+    with tarfile.open(fileobj=forged, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo(f"{SERIES[1]}/ep-1/transcript.jsonl")
+        info.size, info.pax_headers = 7, {"VAE.etag": tag}
+        tar.addfile(info, io.BytesIO(b"forged\n"))
+    s3_client.put_object(Bucket=runs, Key=f"home/inputs/{SERIES[1]}.tar", Body=forged.getvalue())
+    proxy.taken()
+    assert (first.series_dir(SERIES[1]) / "ep-1" / "transcript.jsonl").read_bytes() == b"{}\n"
+    assert runs_gets() == [f"/{runs}/runs/{name[len('runs/'):]}", f"/{runs}/runs/{SERIES[1]}/series.json"]

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import dagster as dg
@@ -26,6 +27,7 @@ from vae_pipeline.cli.review import review_index
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META, isolate
 from vae_pipeline_tests.object_store import OVERRIDING, aws_environ, fresh_bucket
+from vae_pipeline_tests.request_counter import CountingProxy
 from vae_pipeline_tests.services import postgres_database, process, redis_prefix, wait_for
 from vae_pipeline_tests.test_publish_flow import REPO, TOKEN, hub  # noqa: F401 (a fixture)
 
@@ -224,8 +226,14 @@ def test_a_build_killed_mid_step_on_the_bucket_leaves_nothing_a_later_build_trus
 
 def test_two_celery_workers_sharing_only_the_bucket_build_the_same_bytes(runs, s3, local_build, tmp_path,
                                                                          monkeypatch):
+    """Both workers run steps, the dataset is the disk build's, and each of the runs root's files
+    is fetched from it once in all (counted by a proxy in front of the server): a worker lacking
+    a series takes it from the object the worker that fetched it first left in the home."""
     paths = on_bucket(monkeypatch, tmp_path / "build", s3["bucket"], "celery")
-    with postgres_database() as url, redis_prefix() as prefix:
+    counting = CountingProxy(s3["endpoint"], lifetime_s=1200)
+    with postgres_database() as url, redis_prefix() as prefix, counting:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", counting.endpoint)  # the workers' and the build's requests
+        s3fs.S3FileSystem.clear_instance_cache()
         monkeypatch.setenv("VAE_INSTANCE", "postgres")
         monkeypatch.setenv("DAGSTER_PG_URL", url)
         monkeypatch.setenv("VAE_CELERY_PREFIX", prefix)
@@ -256,6 +264,13 @@ def test_two_celery_workers_sharing_only_the_bucket_build_the_same_bytes(runs, s
                             and "Celery worker" in (event.dagster_event.engine_event_data.metadata or {}):
                         hosts.add(event.dagster_event.engine_event_data.metadata["Celery worker"].text.split("@")[0])
         assert hosts == set(names)  # both workers ran steps
+        fetched = Counter(r.path for r in counting.taken() if r.method == "GET" and not r.kind.startswith("LIST")
+                          and r.path.startswith(f"/{s3['bucket']}/runs/"))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3["endpoint"])  # the proxy is gone
+    s3fs.S3FileSystem.clear_instance_cache()
+    inputs = {f"/{s3['bucket']}/runs/{p.relative_to(runs['local']).as_posix()}" for p in runs["local"].rglob("*")
+              if p.is_file()}
+    assert set(fetched) == inputs and {p: n for p, n in fetched.items() if n > 1} == {}
     assert bucket_bytes(paths["dataset"].removeprefix("s3://")) == local_build["files"]
 
 

@@ -484,13 +484,20 @@ POINTER = ".current"  # `<name>.current`: the version of a folder in use, as ear
 PACKS = ".packs"  # in a folder `Mirror.publish_tree` put on a bucket: `<pack>.tar`, files that go together
 
 
-def _packed(files: dict[str, Path]) -> bytes:
+ROOT_PACK = ".root"  # the shared tar of the files `sync_where` selects at the root
+ETAG_HEADER = "VAE.etag"  # a PAX header of a shared tar's member: the ETag its file was fetched with
+
+
+def _packed(files: dict[str, Path], tags: dict[str, str] | None = None) -> bytes:
     """Files (by the name each takes) as one uncompressed tar (the frames are JPEGs), the same
-    bytes for the same files: sorted, no times, owners or modes of this machine."""
+    bytes for the same files: sorted, no times, owners or modes of this machine; with `tags`,
+    each member carries the ETag of its file (a PAX header)."""
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name, path in sorted(files.items()):
             info = tarfile.TarInfo(name)
+            if tags is not None:
+                info.pax_headers = {ETAG_HEADER: tags[name] or ""}
             info.size, info.mode = path.stat().st_size, 0o644
             with path.open("rb") as handle:
                 tar.addfile(info, handle)
@@ -528,15 +535,17 @@ class Mirror:
             self._download(tags)
         return {rel: self.local / rel for rel in rels}
 
-    def sync(self, rel: str = "") -> Path:
+    def sync(self, rel: str = "", shared: UPath | None = None) -> Path:
         """The local copy of every file under `rel`, made equal to the bucket's (files gone there
-        are removed here); the changed ones are downloaded together, and the packs
-        `publish_tree` made unpacked in place."""
+        are removed here); the changed ones are downloaded together (through `shared`, see
+        `_download`), and the packs `publish_tree` made unpacked in place."""
         folder = self.local / rel if rel else self.local
         if not self.is_remote:
             return folder
         listed = {name: info.get("ETag") for name, info in listing(self.remote / rel if rel else self.remote).items()}
-        self._download({f"{rel}/{name}" if rel else name: tag for name, tag in listed.items()})
+        # a series' series.json may have come with the root's files: their object is looked in second
+        self._download({f"{rel}/{name}" if rel else name: tag for name, tag in listed.items()},
+                       [] if shared is None else [shared / f"{rel or ROOT_PACK}{PACKED}", shared / f"{ROOT_PACK}{PACKED}"])
         kept = set(listed)
         for name, tag in listed.items():
             if name.startswith(f"{PACKS}/") and name.endswith(PACKED):
@@ -564,16 +573,17 @@ class Mirror:
         write_atomic(marker, tag.encode(), durable=False)
         return names
 
-    def sync_where(self, wanted: Callable[[str], bool]) -> dict[str, dict]:
+    def sync_where(self, wanted: Callable[[str], bool], shared: UPath | None = None) -> dict[str, dict]:
         """The local copy of every file `wanted` selects (by its name relative to the root) made
         equal to the bucket's from one fresh listing of the whole root (LIST pages, no request
-        per file but the downloads): the changed ones downloaded together, the selected local
-        ones the bucket no longer holds removed. The listing, by name (on disk: nothing to do,
-        an empty one)."""
+        per file but the downloads): the changed ones downloaded together (through `shared`,
+        see `_download`), the selected local ones the bucket no longer holds removed. The
+        listing, by name (on disk: nothing to do, an empty one)."""
         if not self.is_remote:
             return {}
         listed = listing(self.remote)
-        self._download({rel: info.get("ETag") for rel, info in listed.items() if wanted(rel)})
+        self._download({rel: info.get("ETag") for rel, info in listed.items() if wanted(rel)},
+                       [] if shared is None else [shared / f"{ROOT_PACK}{PACKED}"])
         for path in sorted(self.local.rglob("*")) if self.local.is_dir() else []:
             rel = path.relative_to(self.local).as_posix()
             if path.is_file() and wanted(rel) and rel not in listed:
@@ -616,13 +626,53 @@ class Mirror:
             tar.extractall(staging, filter="data")
         write_atomic(marker, tag.encode(), durable=False)
 
-    def _download(self, tags: dict[str, str]) -> None:
+    def _download(self, tags: dict[str, str], shared: list[UPath] = ()) -> None:
         """Fetch the files (by name relative to the root, with their ETags on the bucket) whose
         local copy is missing or was fetched with another ETag: into temp names, concurrently,
-        then each renamed into place with its ETag noted."""
+        then each renamed into place with its ETag noted.
+
+        With `shared` (objects in a prefix every machine reaches, the first these files'), the
+        machine that fetches them first leaves them all in the first as one tar; a machine
+        lacking them takes those whose ETag is still the bucket's from these objects (a GET
+        each, until none is missing) and fetches only the rest, then leaves the tar anew: each
+        file is fetched from its own place once, whichever machine needs it."""
         stale = {rel: tag for rel, tag in tags.items() if not self._holds(rel, tag)}
-        if not stale:
-            return
+        for pack in shared:
+            if stale:
+                stale = self._take_shared(pack, stale)
+        if stale:
+            self._fetch(stale)
+            if shared:
+                put_bytes(shared[0], _packed({rel: self.local / rel for rel in tags}, tags), kept=False)
+
+    def _take_shared(self, shared: UPath, stale: dict[str, str]) -> dict[str, str]:
+        """Write the files of `stale` that the tar `shared` holds with the same ETag into place
+        (a file whose ETag is an MD5 only if its bytes have it); those it does not."""
+        try:
+            data = shared.fs.cat_file(shared.path, max_concurrency=1)
+        except FileNotFoundError:
+            return stale
+        left = dict(stale)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            for member in tar.getmembers():
+                rel, tag = member.name, member.pax_headers.get(ETAG_HEADER)
+                if not member.isfile() or left.get(rel) != tag:
+                    continue
+                body = tar.extractfile(member).read()
+                plain = (tag or "").strip('"')
+                if len(plain) == 32 and hashlib.md5(body, usedforsecurity=False).hexdigest() != plain:
+                    continue  # not the bytes the tag names: fetched from its place
+                try:
+                    target = self.local / tarfile.data_filter(member, str(self.local)).name
+                except tarfile.FilterError:
+                    continue
+                write_atomic(target, body, durable=False)
+                write_atomic(self._tags / rel, tag.encode(), durable=False)
+                del left[rel]
+        return left
+
+    def _fetch(self, stale: dict[str, str]) -> None:
+        """Download the files of `stale` from their places (see `_download`)."""
         temps = {rel: self.local / f"{rel}.{uuid.uuid4().hex[:8]}.fetching" for rel in stale}
         for temp in temps.values():
             temp.parent.mkdir(parents=True, exist_ok=True)

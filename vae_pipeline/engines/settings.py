@@ -14,7 +14,7 @@ from pathlib import Path
 from botocore.exceptions import BotoCoreError
 
 from vae_pipeline.domain.files import write_if_changed
-from vae_pipeline.domain.objects import absolute, machine_folder, missing_bucket
+from vae_pipeline.domain.objects import absolute, is_local, location, machine_folder, missing_bucket
 from vae_pipeline.domain.project import PROJECT_META, PROJECT_ROOT
 
 # Settings that name a folder: a relative value is resolved against the current folder.
@@ -23,6 +23,7 @@ PATH_SETTINGS = ("VAE_HOME", "VAE_META_DIR", "VAE_RUNS_ROOT", "VAE_DATASET_DIR",
 DEFAULTS = {
     "VAE_HOME": ".vae",  # the pipeline's own state, in the folder the command runs in (or s3://bucket/prefix)
     "VAE_SCRATCH": "",  # this machine's own working folder; empty: $VAE_HOME/scratch, or a temp folder for a bucket
+    "VAE_SHARED_INPUTS": "",  # a prefix where machines leave the runs root's files they fetched; `vae worker`: $VAE_HOME/inputs
     "VAE_META_DIR": str(PROJECT_META),
     "VAE_RUBRIC_VERSION": "latest",  # or a version such as 1.0
     "VAE_HARNESS_HOSTNAME": "",  # the harness machine's host name, for the scrub
@@ -55,6 +56,17 @@ def check_bucket(name: str, url: str) -> None:
                          "(docs/deployment.md, \"Creating the buckets\")")
 
 
+SHARED_INPUTS = "inputs"  # under a bucket home: the runs root's files as the machines fetched them
+
+
+def share_inputs(env: dict[str, str]) -> None:
+    """On a bucket home, machines that share only the bucket (Celery workers, and the command
+    that plans their runs) leave what they fetch of the runs root in `$VAE_HOME/inputs` for each
+    other, unless VAE_SHARED_INPUTS names another prefix."""
+    if not env.get("VAE_SHARED_INPUTS") and not is_local(location(env["VAE_HOME"])):
+        env["VAE_SHARED_INPUTS"] = f"{env['VAE_HOME'].rstrip('/')}/{SHARED_INPUTS}"
+
+
 def instance_yaml(name: str) -> Path:
     """The `dagster.yaml` variant VAE_INSTANCE names: `sqlite` (the embedded default) or one in deploy/."""
     path = PROJECT_ROOT / "dagster.yaml" if name == "sqlite" else PROJECT_ROOT / "deploy" / f"dagster.{name}.yaml"
@@ -82,6 +94,8 @@ def apply_defaults(environ: dict[str, str] | None = None) -> dict[str, str]:
     for name in BUCKET_SETTINGS:
         if env.get(name):
             check_bucket(name, env[name])
+    if env.get("VAE_EXECUTOR") == "celery":
+        share_inputs(env)
     home = Path(env["DAGSTER_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     if env.get("VAE_INSTANCE"):

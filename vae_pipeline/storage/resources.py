@@ -51,10 +51,18 @@ class RunsRoot(dg.ConfigurableResource):
     max_unpacked_bytes: int = DEFAULT_SIZE_LIMIT
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # a longer JSONL line is bad input
     scratch_path: str = ""  # VAE_SCRATCH: where a bucket's files are fetched to
+    shared_path: str = ""  # VAE_SHARED_INPUTS: where machines leave the files they fetched for each other
 
     @property
     def mirror(self) -> Mirror:
         return Mirror(location(self.path), scratch_root(self.scratch_path, self.path) / "runs")
+
+    @property
+    def shared(self) -> UPath | None:
+        """The prefix where the machine that fetches a series (or the root's files) first leaves
+        them as one object for the others, each file then fetched from the runs root once; None:
+        each machine fetches what it lacks (one machine, or none set)."""
+        return location(self.shared_path) if self.shared_path and self.mirror.is_remote else None
 
     @contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator[RunsRoot]:
@@ -69,14 +77,14 @@ class RunsRoot(dg.ConfigurableResource):
         if mirror.is_remote:
             # one listing of the whole root: a folder without a series.json is skipped, saying so
             listed = mirror.sync_where(lambda rel: rel.startswith(f"{COMPARISONS_DIR}/")
-                                       or (rel.count("/") == 1 and rel.endswith("/series.json")))
+                                       or (rel.count("/") == 1 and rel.endswith("/series.json")), self.shared)
             for child in sorted({rel.split("/", 1)[0] for rel in listed if "/" in rel} - {COMPARISONS_DIR}):
                 (mirror.local / child).mkdir(parents=True, exist_ok=True)
         return mirror.local
 
     def series_dir(self, series_id: str) -> Path:
         """The series' folder, every file of it here."""
-        return self.mirror.sync(series_id)
+        return self.mirror.sync(series_id, self.shared)
 
     def fingerprint(self, rel: str, *, top_jsonl: bool = False) -> str:
         """A version of what the folder `rel` holds (only its top-level `*.jsonl` if `top_jsonl`),

@@ -63,6 +63,15 @@ def test_build_works_from_another_folder_with_no_setting(small_runs, tmp_path):
     assert again.returncode == 0 and "materialized: nothing (up to date)" in again.stdout, again.stdout
 
 
+def test_sample_from_an_empty_folder_leaves_only_the_runs_it_was_asked_for(tmp_path):
+    """Before: `vae sample` also made `.vae/dagster/dagster.yaml` in the folder it ran in, an
+    instance no one asked for (it opens none)."""
+    done = vae("sample", "--out", "runs", "--series", "1", "--episodes", "2", "--no-bad", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+    assert any((tmp_path / "runs").rglob("series.json"))
+
+
 def test_a_missing_meta_file_is_one_line_naming_the_file_and_the_setting(small_runs, tmp_path):
     meta = tmp_path / "meta"
     shutil.copytree(META, meta)

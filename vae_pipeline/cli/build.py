@@ -30,7 +30,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     """Sample runs into a folder, or onto a bucket prefix (made in this machine's scratch folder,
     then uploaded: what a harness's runs root on a bucket holds)."""
     started = time.monotonic()
-    env = apply_defaults()
+    env = apply_defaults(instance=False)  # writes runs, opens no instance: no .vae/ left behind
     out = str(args.out)
 
     def sample(folder: Path) -> SampleRun:

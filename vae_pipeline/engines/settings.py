@@ -76,12 +76,13 @@ def instance_yaml(name: str) -> Path:
     return path
 
 
-def apply_defaults(environ: dict[str, str] | None = None) -> dict[str, str]:
+def apply_defaults(environ: dict[str, str] | None = None, *, instance: bool = True) -> dict[str, str]:
     """Fill unset variables with their defaults, make folder settings absolute; DAGSTER_HOME
     defaults to $VAE_HOME/dagster.
 
     Its `dagster.yaml` is the VAE_INSTANCE variant when that is set (replacing a different one),
-    else the embedded default, copied only when the folder has none.
+    else the embedded default, copied only when the folder has none; not made at all for a
+    command that opens no instance (`instance=False`).
     """
     env = os.environ if environ is None else environ
     for name, value in DEFAULTS.items():
@@ -96,6 +97,8 @@ def apply_defaults(environ: dict[str, str] | None = None) -> dict[str, str]:
             check_bucket(name, env[name])
     if env.get("VAE_EXECUTOR") == "celery":
         share_inputs(env)
+    if not instance:
+        return env
     home = Path(env["DAGSTER_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     if env.get("VAE_INSTANCE"):

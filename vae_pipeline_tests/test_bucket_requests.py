@@ -454,3 +454,22 @@ def test_machines_sharing_a_prefix_fetch_each_input_file_once_whichever_needs_it
     proxy.taken()
     assert (first.series_dir(SERIES[1]) / "ep-1" / "transcript.jsonl").read_bytes() == b"{}\n"
     assert runs_gets() == [f"/{runs}/runs/{name[len('runs/'):]}", f"/{runs}/runs/{SERIES[1]}/series.json"]
+
+
+def test_vae_review_on_the_machine_that_rendered_keeps_its_compiled_templates(make_bucket, proxy, tmp_path):
+    """Before: `vae review` on a bucket home made the local site equal to the bucket's and so
+    deleted the templates' compiled cache, which is never uploaded (the next render compiled
+    them all again)."""
+    from vae_pipeline.cli.review import review_index
+    from vae_pipeline.domain.review.site import BYTECODE, series_of_file
+    from vae_pipeline.storage.resources import Warehouse
+
+    env = {"VAE_HOME": f"s3://{make_bucket()}/home", "VAE_SCRATCH": str(tmp_path / "scratch")}
+    mirror = Warehouse(path=env["VAE_HOME"], scratch_path=env["VAE_SCRATCH"]).mirror
+    site = mirror.local / "review"
+    _site(site, {"index.html": b"index", f"{BYTECODE}/index.cache": b"bytecode"})
+    mirror.publish_tree(site, series_of_file, local_only=(f"{BYTECODE}/",))
+    (site / "stray.html").write_bytes(b"never uploaded")
+    assert review_index(env) == site / "index.html"
+    assert (site / BYTECODE / "index.cache").read_bytes() == b"bytecode"
+    assert not (site / "stray.html").exists()  # the rest is still the bucket's

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from vae_pipeline.cli.common import CliError, recovered_instance, say
-from vae_pipeline.domain.review.site import SITE_DIR
+from vae_pipeline.domain.review.site import BYTECODE, SITE_DIR
 from vae_pipeline.engines.settings import apply_defaults
 from vae_pipeline.review.server import review_server
 from vae_pipeline.storage.resources import Warehouse
@@ -16,8 +16,8 @@ def review_index(env: dict[str, str]) -> Path:
     """The review site's index under VAE_HOME (written by the `review_site` asset); on a bucket
     home, in this machine's copy, with the videos and frames its pages show."""
     mirror = Warehouse(path=env["VAE_HOME"], scratch_path=env.get("VAE_SCRATCH", "")).mirror
-    for folder in (SITE_DIR, "videos"):
-        mirror.sync(folder)
+    mirror.sync(SITE_DIR, local_only=(f"{BYTECODE}/",))  # the compiled templates stay this machine's
+    mirror.sync("videos")
     mirror.sync_folders("frames")
     index = mirror.local / SITE_DIR / "index.html"
     if not index.exists():

@@ -535,10 +535,11 @@ class Mirror:
             self._download(tags)
         return {rel: self.local / rel for rel in rels}
 
-    def sync(self, rel: str = "", shared: UPath | None = None) -> Path:
+    def sync(self, rel: str = "", shared: UPath | None = None, local_only: tuple[str, ...] = ()) -> Path:
         """The local copy of every file under `rel`, made equal to the bucket's (files gone there
-        are removed here); the changed ones are downloaded together (through `shared`, see
-        `_download`), and the packs `publish_tree` made unpacked in place."""
+        are removed here, but those under the folders `local_only` names, this machine's own);
+        the changed ones are downloaded together (through `shared`, see `_download`), and the
+        packs `publish_tree` made unpacked in place."""
         folder = self.local / rel if rel else self.local
         if not self.is_remote:
             return folder
@@ -552,7 +553,8 @@ class Mirror:
                 kept |= self._unpack_in_place(folder, f"{rel}/{name}" if rel else name, tag)
         if folder.is_dir():
             for path in sorted(folder.rglob("*")):
-                if path.is_file() and path.relative_to(folder).as_posix() not in kept:
+                name = path.relative_to(folder).as_posix()
+                if path.is_file() and name not in kept and not name.startswith(local_only):
                     path.unlink()
                     (self._tags / path.relative_to(self.local)).unlink(missing_ok=True)
         folder.mkdir(parents=True, exist_ok=True)

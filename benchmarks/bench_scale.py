@@ -23,7 +23,8 @@ visit of each, with a new tab each time).
 
 `--floor P` measures what Dagster itself costs per partition on SQLite: one ranged run of an
 empty series-partitioned asset over P partitions (each with one metadata entry, as the assets
-record), against the same run over one partition.
+record), against the same run over one partition; and per run and per step: a run of one empty
+asset, and of 20 in a chain.
 """
 
 from __future__ import annotations
@@ -237,6 +238,45 @@ def dagster_floor(partitions: int, root: Path) -> None:
                   f"partition; {load()}", flush=True)
 
 
+def dagster_step_floor(steps: int, root: Path) -> None:
+    """What Dagster costs per run and per step on SQLite, whatever the step does: a run of one
+    empty unpartitioned asset, and of `steps` of them in a chain (each loading the one before
+    through a no-op IO manager), as a build's runs over one new series are."""
+    @dg.io_manager
+    def nothing(_):
+        class Nothing(dg.IOManager):
+            def handle_output(self, context, obj): pass
+            def load_input(self, context): return None
+        return Nothing()
+
+    def chain(length: int) -> dg.JobDefinition:
+        assets = []
+        for index in range(length):
+            if index:
+                @dg.asset(name=f"step_{index}", ins={"upstream": dg.AssetIn(f"step_{index - 1}")})
+                def empty(upstream):
+                    return None
+            else:
+                @dg.asset(name="step_0")
+                def empty():
+                    return None
+            assets.append(empty)
+        return dg.Definitions(assets=assets, resources={"io_manager": nothing}).resolve_implicit_global_asset_job_def()
+
+    home = root / "step-floor"
+    home.mkdir()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        times: dict[int, list[float]] = {}
+        for length in (1, steps, 1, steps):
+            job = chain(length)
+            start = time.perf_counter()
+            job.execute_in_process(instance=instance, run_config=QUIET)
+            times.setdefault(length, []).append(time.perf_counter() - start)
+        one, many = min(times[1]), min(times[steps])
+        print(f"Dagster floor on SQLite, empty unpartitioned assets in one run: 1 step {one:.2f} s (the run), "
+              f"{steps} steps {many:.2f} s = {(many - one) / (steps - 1) * 1000:.0f} ms per step; {load()}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", default="1000", help="sizes, comma-separated (multiples of 4)")
@@ -257,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.floor:
             dagster_floor(args.floor, root)
+            dagster_step_floor(20, root)
         per_episode = {}
         for n in (int(s) for s in args.episodes.split(",")):
             results = one_size(n, root / str(n), args.profile, args.ui)

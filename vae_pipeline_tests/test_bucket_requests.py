@@ -7,8 +7,7 @@ import json
 import pytest
 import s3fs
 
-from vae_pipeline.assets.dataset_episodes import place
-from vae_pipeline.domain.objects import Mirror, heads_under, location, write_if_changed
+from vae_pipeline.domain.objects import Mirror, heads_under, location, place_file, write_if_changed
 from vae_pipeline.storage.resources import RunsRoot
 from vae_pipeline_tests.request_counter import CountingProxy, summary
 
@@ -65,15 +64,15 @@ def test_files_compared_against_one_listing_make_no_head(make_bucket, proxy, tmp
     proxy.taken()
     heads = heads_under(folder)
     assert sorted(heads) == [(folder / "README.md").path]
-    assert place(source, folder / "videos/a.mp4", heads)
+    assert place_file(source, folder / "videos/a.mp4", heads)
     assert write_if_changed(folder / "episodes/a.json", b"{}", heads)
     assert summary(proxy.taken())["kind"] == {"LIST": 1, "PUT": 2}
     heads = heads_under(folder)
     # the same bytes again: nothing written, and no HEAD asked
-    assert not place(source, folder / "videos/a.mp4", heads)
+    assert not place_file(source, folder / "videos/a.mp4", heads)
     assert not write_if_changed(folder / "episodes/a.json", b"{}", heads)
     source.write_bytes(b"other bytes")
-    assert place(source, folder / "videos/a.mp4", heads)
+    assert place_file(source, folder / "videos/a.mp4", heads)
     assert summary(proxy.taken())["kind"] == {"LIST": 1, "PUT": 1}
     assert (folder / "videos/a.mp4").read_bytes() == b"other bytes"
 
@@ -473,3 +472,43 @@ def test_vae_review_on_the_machine_that_rendered_keeps_its_compiled_templates(ma
     assert review_index(env) == site / "index.html"
     assert (site / BYTECODE / "index.cache").read_bytes() == b"bytecode"
     assert not (site / "stray.html").exists()  # the rest is still the bucket's
+
+
+def test_uploads_in_background_return_at_once_and_are_all_done_when_the_scope_ends(make_bucket, s3_environ,
+                                                                                     tmp_path, monkeypatch):
+    """A step's uploads overlap its work: `publish` returns before its upload is made, and the
+    scope does not end until every upload has (so nothing the step records names a missing
+    object); an upload that fails fails the scope."""
+    import threading
+
+    import vae_pipeline.domain.objects as objects
+    from vae_pipeline.domain.objects import uploads_in_background
+
+    bucket = make_bucket()
+    mirror = Mirror(location(f"s3://{bucket}/home"), tmp_path / "local")
+    files = []
+    for number in range(3):
+        path = mirror.local / "videos" / f"ep-{number}.mp4"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(bytes([number]) * 100)
+        files.append(path)
+    released = threading.Event()
+    real_put = objects.put_file
+
+    def held_put(target, source):
+        assert released.wait(30)
+        return real_put(target, source)
+
+    monkeypatch.setattr(objects, "put_file", held_put)
+    s3 = s3fs.S3FileSystem(skip_instance_cache=True)
+    with uploads_in_background():
+        names = [mirror.publish(path) for path in files]  # returns while every upload waits
+        assert not s3.exists(f"{bucket}/home/videos/ep-0.mp4")
+        released.set()
+    s3.invalidate_cache()
+    assert names == [f"videos/ep-{n}.mp4" for n in range(3)]
+    assert [s3.cat_file(f"{bucket}/home/{name}") for name in names] == [bytes([n]) * 100 for n in range(3)]
+    monkeypatch.setattr(objects, "put_file", real_put)
+    nowhere = Mirror(location(f"s3://vae-absent-{bucket}/home"), tmp_path / "local")
+    with pytest.raises(OSError), uploads_in_background():
+        nowhere.publish(files[0])

@@ -13,6 +13,7 @@ from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.assets.scrub_settings import scrub_config, scrub_source
 from vae_pipeline.domain.bundles.bundle import build_bundle
 from vae_pipeline.domain.errors import BadInput, reading
+from vae_pipeline.domain.objects import uploads_in_background
 from vae_pipeline.domain.scrub.lines import scrub_line
 from vae_pipeline.domain.scrub.texts import ScrubConfig
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
@@ -95,9 +96,10 @@ def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
     frames, metadata = {}, {}
     keys = list(context.partition_keys)
     listed = warehouse.mirror.listed_for("bundles", keys)  # what the home holds already: not a HEAD a file
-    for series in keys:
-        frames[series], metadata[series] = bundle_series(context, runs_root, warehouse, config, episodes[series],
-                                                         listed)
+    with uploads_in_background():  # each archive goes up while the next is made
+        for series in keys:
+            frames[series], metadata[series] = bundle_series(context, runs_root, warehouse, config,
+                                                             episodes[series], listed)
     return series_output(context, frames, with_run_table(metadata), dict.fromkeys(frames, source))
 
 

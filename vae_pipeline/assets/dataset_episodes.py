@@ -16,27 +16,18 @@ from vae_pipeline.domain.objects import (
     heads_under,
     known_bytes,
     listing,
-    put_file,
+    place_file,
     read_bytes,
     readable_copy,
     remove,
-    same_file,
     sha256_of,
+    uploads_in_background,
     write_if_changed,
 )
 from vae_pipeline.domain.bundles.manifest import manifest_bytes
 from vae_pipeline.domain.check_items import said_of
 from vae_pipeline.storage.resources import DatasetFolder, Warehouse
 from vae_pipeline.storage.versions import content_version, record_metadata
-
-
-def place(source: Path, target: UPath, heads: dict[str, dict] | None = None) -> bool:
-    """Make `target` hold the local file `source`'s bytes; False when it already does (`heads`:
-    a listing of the folder, read instead of asking of `target` alone)."""
-    if same_file(target, source, heads):
-        return False
-    put_file(target, source)
-    return True
 
 
 def _remove_unlisted(folder: UPath, keep: set[str]) -> int:
@@ -60,14 +51,15 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
     heads = heads_under(root)  # one LIST of the dataset folder, not a HEAD per file
     staged = warehouse.fetch_all([name for row in rows for name in (row.get("staged_video") if row["video"] else None,
                                                                      row["staged_archive"]) if name])
-    for row in rows:
-        if row["video"] and row.get("staged_video"):
-            written += place(staged[row["staged_video"]], root / row["video"], heads)
-            keep.add(row["video"])
-        written += place(staged[row["staged_archive"]], root / row["archive"], heads)
-        manifest = manifest_name(row)
-        written += write_if_changed(root / manifest, manifest_bytes(row, json.loads(row["bundle_parts"])), heads)
-        keep |= {row["archive"], manifest}
+    with uploads_in_background():
+        for row in rows:
+            if row["video"] and row.get("staged_video"):
+                written += place_file(staged[row["staged_video"]], root / row["video"], heads)
+                keep.add(row["video"])
+            written += place_file(staged[row["staged_archive"]], root / row["archive"], heads)
+            manifest = manifest_name(row)
+            written += write_if_changed(root / manifest, manifest_bytes(row, json.loads(row["bundle_parts"])), heads)
+            keep |= {row["archive"], manifest}
     removed = (_remove_unlisted(root / "videos", {(root / name).path for name in keep})
                + _remove_unlisted(root / "episodes", {(root / name).path for name in keep}))
     version = content_version(sorted(keep),

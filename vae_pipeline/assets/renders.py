@@ -14,7 +14,7 @@ from vae_pipeline.assets.meta import rubric_file
 from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.files import link_or_copy, sha256_file, write_atomic
-from vae_pipeline.domain.objects import fresh_listing
+from vae_pipeline.domain.objects import fresh_listing, uploads_in_background
 from vae_pipeline.domain.video.renders import VIDEO, RenderJob, iter_renders
 from vae_pipeline.domain.dataset.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.verdicts.rubric import load_rubric
@@ -96,9 +96,10 @@ def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
     # on a bucket, what the home holds of the run's videos and frames already: not a HEAD a file
     keys = list(context.partition_keys)
     listed = warehouse.mirror.listed_for("videos", keys) | warehouse.mirror.listed_for("frames", keys)
-    for series in keys:
-        frames[series], metadata[series] = render_series(context, runs_root, warehouse, sampler_settings,
-                                                         series, episodes[series], stored, listed)
+    with uploads_in_background():  # the videos and frames go up while the next ones decode
+        for series in keys:
+            frames[series], metadata[series] = render_series(context, runs_root, warehouse, sampler_settings,
+                                                             series, episodes[series], stored, listed)
     yield series_output(context, frames, with_run_table(metadata))
     # the checks speak for every series: this run's, and the stored facts of the others
     others, outdated = other_series_tables(context, warehouse, {"episodes": ("id", "valid", "delivered"),

@@ -20,7 +20,9 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from upath import UPath
@@ -161,6 +163,40 @@ def put_bytes(path: UPath, data: bytes, *, kept: bool = True) -> str | None:
     return answer.get("ETag") if isinstance(answer, dict) else etag(path)
 
 
+_PENDING: ContextVar[tuple[ThreadPoolExecutor, list[Future]] | None] = ContextVar("vae_uploads", default=None)
+
+
+@contextmanager
+def uploads_in_background(workers: int = 8) -> Iterator[None]:
+    """While inside, the uploads of `Mirror.publish`, `publish_folder`, `place_file` and
+    `write_if_changed` to a bucket go to a pool of threads and the calls return at once, so a
+    step's requests overlap its own work (and each other); on leaving, every upload has finished,
+    and the first that failed is raised. A step leaves the scope before it records anything that
+    names what it uploaded."""
+    if _PENDING.get() is not None:  # inside another scope: that one waits
+        yield
+        return
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="vae-upload")
+    futures: list[Future] = []
+    token = _PENDING.set((pool, futures))
+    try:
+        yield
+    finally:
+        _PENDING.reset(token)
+        pool.shutdown(wait=True)  # also when the body failed: no upload outlives the step
+    for future in futures:
+        future.result()
+
+
+def _upload_soon(upload: Callable[[], object]) -> None:
+    """`upload` now, or on the pool of the `uploads_in_background` scope this runs in."""
+    pending = _PENDING.get()
+    if pending is None:
+        upload()
+    else:
+        pending[1].append(pending[0].submit(upload))
+
+
 def put_file(path: UPath, source: Path) -> str | None:
     """Put a local file's bytes at `path` whole (a hard link or copy on disk, an upload on a
     bucket); the new object's ETag (None on disk). Not noted in `RECENT`: the file stays here
@@ -247,10 +283,25 @@ def write_if_changed(path: UPath, data: bytes, heads: dict[str, dict] | None = N
         target = local_path(path)
         if target.exists() and target.read_bytes() == data:
             return False
+        put_bytes(path, data)
     elif _same_bytes(_head_of(path, heads), len(data), lambda: hashlib.md5(data, usedforsecurity=False).hexdigest(),
                      lambda: hashlib.sha256(data).hexdigest(), path):
         return False
-    put_bytes(path, data)
+    else:
+        _upload_soon(lambda: put_bytes(path, data))
+    return True
+
+
+def place_file(source: Path, target: UPath, heads: dict[str, dict] | None = None) -> bool:
+    """Make `target` hold the local file `source`'s bytes; False when it already does (`heads`:
+    a `heads_under` a folder holding it, read instead of asking of `target` alone)."""
+    target = location(target)
+    if same_file(target, source, heads):
+        return False
+    if is_local(target):
+        put_file(target, source)
+    else:
+        _upload_soon(lambda: put_file(target, source))
     return True
 
 
@@ -716,13 +767,16 @@ class Mirror:
         folder); its name relative to the root."""
         rel = path.relative_to(self.local).as_posix()
         if self.is_remote:
-            target = self.remote / rel
-            found = head(target) if listed is None else _listed(listed.get(rel))
-            same = _same_bytes(found, path.stat().st_size, lambda: _md5_local(path), lambda: _sha256_local(path), target)
-            tag = found["etag"] if same else put_file(target, path)
-            if tag:
-                write_atomic(self._tags / rel, tag.encode(), durable=False)
+            _upload_soon(lambda: self._publish_now(path, rel, listed))
         return rel
+
+    def _publish_now(self, path: Path, rel: str, listed: dict[str, dict] | None) -> None:
+        target = self.remote / rel
+        found = head(target) if listed is None else _listed(listed.get(rel))
+        same = _same_bytes(found, path.stat().st_size, lambda: _md5_local(path), lambda: _sha256_local(path), target)
+        tag = found["etag"] if same else put_file(target, path)
+        if tag:
+            write_atomic(self._tags / rel, tag.encode(), durable=False)
 
     def publish_tree(self, folder: Path, pack_of: Callable[[str], str | None] = lambda name: None,
                      local_only: tuple[str, ...] = ()) -> None:
@@ -797,11 +851,15 @@ class Mirror:
         packed = self.local / f"{rel}{PACKED}"
         write_atomic(packed, _packed({path.relative_to(folder).as_posix(): path
                                       for path in folder.rglob("*") if path.is_file()}), durable=False)
-        if listed is None:
-            self._upload({f"{rel}{PACKED}": packed})
-        else:
-            self.publish(packed, listed)
-        write_atomic(self._tags / f"{rel}{UNPACKED}", (self._tags / f"{rel}{PACKED}").read_bytes(), durable=False)
+
+        def upload() -> None:
+            if listed is None:
+                self._upload({f"{rel}{PACKED}": packed})
+            else:
+                self._publish_now(packed, f"{rel}{PACKED}", listed)
+            write_atomic(self._tags / f"{rel}{UNPACKED}", (self._tags / f"{rel}{PACKED}").read_bytes(), durable=False)
+
+        _upload_soon(upload)
         return rel
 
 

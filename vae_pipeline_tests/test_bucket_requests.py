@@ -301,6 +301,11 @@ def test_a_held_runs_root_is_read_from_its_first_listing_until_released(runs, pr
         versions = {series: root.fingerprint(series) for series in SERIES}
         folders = {series: root.series_dir(series) for series in SERIES}
         assert summary(proxy.taken())["kind"] == {"GET": len(SERIES)}  # each series' episode file, no LIST
+        from vae_pipeline.domain.objects import listing
+
+        assert sorted(listing(location(f"s3://{runs}/runs/{SERIES[1]}/ep-1"))) == ["transcript.jsonl"]
+        assert listing(location(f"s3://{runs}/runs/absent-series")) == {}
+        assert summary(proxy.taken())["kind"] == {}
         assert all((folders[s] / "ep-1" / "transcript.jsonl").read_bytes() == b"{}\n" for s in SERIES)
         s3_client.put_object(Bucket=runs, Key=f"runs/{SERIES[0]}/ep-2/transcript.jsonl", Body=b"{}\n")
         assert root.fingerprint(SERIES[0]) == versions[SERIES[0]]

@@ -390,6 +390,7 @@ class _HeldListings:
         self._lock = threading.Lock()
         self._roots: dict[str, int] = {}  # held prefix -> how many holders
         self._taken: dict[str, dict[str, dict]] = {}  # folder listed -> its files
+        self._by_top: dict[str, dict[str, dict[str, dict]]] = {}  # folder listed -> top folder -> its files
 
     def hold(self, root: str) -> None:
         with self._lock:
@@ -401,6 +402,7 @@ class _HeldListings:
             if not self._roots[root]:
                 del self._roots[root]
                 self._taken = {folder: files for folder, files in self._taken.items() if not _under(folder, root)}
+                self._by_top = {folder: tops for folder, tops in self._by_top.items() if folder in self._taken}
 
     def answer(self, folder: UPath) -> dict[str, dict] | None:
         if is_local(folder):
@@ -412,7 +414,11 @@ class _HeldListings:
                     inner = path[len(taken):].strip("/")
                     if not inner:
                         return dict(files)
-                    return {name[len(inner) + 1:]: info for name, info in files.items() if name.startswith(f"{inner}/")}
+                    top, _, below = inner.partition("/")
+                    # by top folder: a series of a root of thousands reads its own files, not all
+                    within = self._by_top[taken].get(top, {})
+                    return dict(within) if not below else \
+                        {name[len(below) + 1:]: info for name, info in within.items() if name.startswith(f"{below}/")}
         return None
 
     def keep(self, folder: UPath, files: dict[str, dict]) -> None:
@@ -422,6 +428,12 @@ class _HeldListings:
         with self._lock:
             if any(_under(path, root) for root in self._roots):
                 self._taken[path] = files
+                tops: dict[str, dict[str, dict]] = {}
+                for name, info in files.items():
+                    top, _, rest = name.partition("/")
+                    if rest:
+                        tops.setdefault(top, {})[rest] = info
+                self._by_top[path] = tops
 
 
 def _under(path: str, folder: str) -> bool:

@@ -195,19 +195,21 @@ def one_size(n: int, root: Path, profile: Path | None, ui: bool = False) -> dict
     return results
 
 
+@dg.io_manager
+def nothing(_):
+    """An IO manager that stores nothing: the floors measure Dagster, not storage."""
+    class Nothing(dg.IOManager):
+        def handle_output(self, context, obj): pass
+        def load_input(self, context): return None
+    return Nothing()
+
+
 def dagster_floor(partitions: int, root: Path) -> None:
     """An empty series-partitioned asset in one ranged run: what Dagster costs per partition, with
     and without one `add_asset_metadata` per partition (as every series asset records its version)."""
     from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
     series = dg.DynamicPartitionsDefinition(name="series")
-
-    @dg.io_manager
-    def nothing(_):
-        class Nothing(dg.IOManager):
-            def handle_output(self, context, obj): pass
-            def load_input(self, context): return None
-        return Nothing()
 
     def job_of(metadata: bool):
         @dg.asset(name="with_metadata" if metadata else "bare", partitions_def=series,
@@ -242,13 +244,6 @@ def dagster_step_floor(steps: int, root: Path) -> None:
     """What Dagster costs per run and per step on SQLite, whatever the step does: a run of one
     empty unpartitioned asset, and of `steps` of them in a chain (each loading the one before
     through a no-op IO manager), as a build's runs over one new series are."""
-    @dg.io_manager
-    def nothing(_):
-        class Nothing(dg.IOManager):
-            def handle_output(self, context, obj): pass
-            def load_input(self, context): return None
-        return Nothing()
-
     def chain(length: int) -> dg.JobDefinition:
         assets = []
         for index in range(length):

@@ -609,7 +609,8 @@ class Mirror:
         listed = {name: info.get("ETag") for name, info in listing(self.remote / rel if rel else self.remote).items()}
         # a series' series.json may have come with the root's files: their object is looked in second
         self._download({f"{rel}/{name}" if rel else name: tag for name, tag in listed.items()},
-                       [] if shared is None else [shared / f"{rel or ROOT_PACK}{PACKED}", shared / f"{ROOT_PACK}{PACKED}"])
+                       [] if shared is None else list(dict.fromkeys([shared / f"{rel or ROOT_PACK}{PACKED}",
+                                                                      shared / f"{ROOT_PACK}{PACKED}"])))
         kept = set(listed)
         for name, tag in listed.items():
             if name.startswith(f"{PACKS}/") and name.endswith(PACKED):

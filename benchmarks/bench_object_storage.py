@@ -2,19 +2,22 @@
 requests it makes of the server, and the build on disk against an earlier checkout of the code
 (goal: <= 1.05x).
 
-    python benchmarks/bench_object_storage.py [--repeat 3] [--baseline PATH]
+    python benchmarks/bench_object_storage.py [--repeat 3] [--baseline PATH] [--server uvicorn|werkzeug]
 
 Generates the sample runs (`vae demo`'s: 3 series of 6 episodes and the contest; good episodes
 only, since a bucket holds no links or special files, and no drifted label, so every build
 writes the same bytes), then times, alternately and each in a
 fresh process on a fresh SQLite instance:
   1. `disk`: VAE_HOME, runs root and dataset folder on disk;
-  2. `bucket`: all three as `s3://bucket/…` on moto's server (`moto_server`, its own process,
-     on 127.0.0.1), the runs uploaded before the timing; only the scratch folder on disk;
+  2. `bucket`: all three as `s3://bucket/…` on moto's S3 server (its own process on 127.0.0.1;
+     moto's app under uvicorn, which keeps connections alive as a real store does, or with
+     `--server werkzeug` `moto_server` itself, which closes each one), the runs uploaded before
+     the timing; only the scratch folder on disk;
   3. with `--baseline PATH` (a checkout of an earlier commit, e.g. `git worktree add`), `disk`
      with that checkout's code.
-Keeps the fastest of each, prints the times and ratios and the S3 server's own CPU time (it runs
-on the same cores as the build, which a real object store does not), and checks that every
+Keeps the fastest of each, prints the times and ratios, the steps the bucket build spent longest
+on beyond the disk build, and the S3 server's own CPU time (it runs on the same cores as the
+build, which a real object store does not), and checks that every
 build wrote the same dataset bytes (the card's refresh time aside).
 
 Then counts requests: a first build and an unchanged second build on a fresh prefix, through a
@@ -50,6 +53,15 @@ started = time.perf_counter()
 summary = build(*where)
 print(json.dumps({"seconds": time.perf_counter() - started, "failed": summary["failed_runs"]}))
 """
+# moto's S3 app served as a real store serves it: connections kept alive between requests.
+# (`moto_server` runs it on Werkzeug's development server, which closes every connection: each
+# request then costs a TCP connection and a server thread, on both sides of the same cores.)
+MOTO_KEEP_ALIVE = """
+import sys, uvicorn
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+uvicorn.run(DomainDispatcherApplication(create_backend_app), host="127.0.0.1", port=int(sys.argv[1]),
+            interface="wsgi", log_level="warning")
+"""
 # after a counted build: the time window of every step it ran (one at a time), for the counts per step
 STEP_WINDOWS = """
 import dagster as dg
@@ -65,13 +77,30 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def timed(code: Path, runs: str, out: str, env: dict[str, str]) -> float:
-    """One build in a process of its own, with the code under `code`; its seconds (imports excluded)."""
-    done = subprocess.run([sys.executable, "-c", ONE_BUILD, runs, out], env={**env, "PYTHONPATH": str(code)},
+def timed(code: Path, runs: str, out: str, env: dict[str, str]) -> tuple[float, dict[str, float]]:
+    """One build in a process of its own, with the code under `code`: its seconds (imports
+    excluded), and the seconds of each step (by step key, from the instance once it is done)."""
+    done = subprocess.run([sys.executable, "-c", ONE_BUILD + STEP_WINDOWS, runs, out],
+                          env={**env, "PYTHONPATH": f"{code}{os.pathsep}{PROJECT}"},
                           capture_output=True, text=True, check=True, cwd=Path(env["VAE_SCRATCH"]).parent)
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    lines = done.stdout.strip().splitlines()
+    result, windows = json.loads(lines[-2]), json.loads(lines[-1])
     assert result["failed"] == [], result["failed"]
-    return result["seconds"]
+    steps: dict[str, float] = {}
+    for start, end, step in windows:
+        steps[step] = steps.get(step, 0.0) + end - start
+    return result["seconds"], steps
+
+
+def step_gaps(bucket: dict[str, float], disk: dict[str, float]) -> str:
+    """The steps the bucket build spent longest on beyond the disk build, and all the others."""
+    gaps = sorted(((bucket.get(step, 0.0) - disk.get(step, 0.0), step) for step in set(bucket) | set(disk)),
+                  reverse=True)
+    shown = ", ".join(f"{step} {gap:+.2f} s ({disk.get(step, 0.0):.2f} -> {bucket.get(step, 0.0):.2f})"
+                      for gap, step in gaps[:5])
+    rest = sum(gap for gap, _ in gaps[5:])
+    outside = (sum(bucket.values()), sum(disk.values()))
+    return f"{shown}; every other step {rest:+.2f} s; all steps {outside[1]:.2f} -> {outside[0]:.2f} s"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -130,6 +159,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="a checkout of the earlier code, to time on disk too")
     parser.add_argument("--requests-log", type=Path, help="write every counted request (build, step, kind, status, "
                         "path) to this file, one JSON line each")
+    parser.add_argument("--server", choices=("uvicorn", "werkzeug"), default="uvicorn",
+                        help="serve moto's S3 app with keep-alive connections (uvicorn, as a real store does) "
+                        "or with `moto_server` (Werkzeug: a new connection per request)")
     args = parser.parse_args()
     sys.path.insert(0, str(PROJECT))
     from vae_pipeline.sample.generator import generate
@@ -138,8 +170,9 @@ def main() -> None:
     endpoint = f"http://127.0.0.1:{port}"
     aws = {**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint}
     os.environ.update(aws)
-    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command = [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)] \
+        if args.server == "werkzeug" else [sys.executable, "-c", MOTO_KEEP_ALIVE, str(port)]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         import s3fs
 
@@ -161,6 +194,7 @@ def main() -> None:
                               contest=True, drifted=0)
             fs.put(f"{sample.root}/", "bench/runs", recursive=True)
             best: dict[str, float] = {}
+            steps_of_best: dict[str, dict[str, float]] = {}
             outputs: dict[str, dict[str, bytes]] = {}
             modes = ["disk", "bucket"] + (["baseline"] if args.baseline else [])
             for round_number in range(args.repeat):
@@ -170,15 +204,17 @@ def main() -> None:
                         prefix = f"bench/{round_number}"
                         env = settings(root, f"s3://{prefix}/home", f"s3://{prefix}/dataset")
                         server_cpu = cpu_seconds(server.pid)
-                        seconds = timed(PROJECT, "s3://bench/runs", env["VAE_DATASET_DIR"], env)
+                        seconds, steps = timed(PROJECT, "s3://bench/runs", env["VAE_DATASET_DIR"], env)
                         print(f"  the S3 server's own CPU time during that build: "
                               f"{cpu_seconds(server.pid) - server_cpu:.1f} s (on the same cores)")
                         outputs[mode] = bucket_bytes(fs, f"{prefix}/dataset")
                     else:
                         env = settings(root, str(root / "home"), str(root / "dataset"))
-                        seconds = timed(args.baseline if mode == "baseline" else PROJECT, str(sample.root),
+                        seconds, steps = timed(args.baseline if mode == "baseline" else PROJECT, str(sample.root),
                                         env["VAE_DATASET_DIR"], env)
                         outputs[mode] = folder_bytes(root / "dataset")
+                    if seconds < best.get(mode, float("inf")):
+                        steps_of_best[mode] = steps
                     best[mode] = min(best.get(mode, seconds), seconds)
                     print(f"round {round_number + 1}: {mode} {seconds:.2f} s", flush=True)
             if args.repeat:  # --repeat 0: the request counts alone
@@ -190,6 +226,8 @@ def main() -> None:
                 print(f"same dataset bytes in every build: {not differing}"
                       + (f" (differ: {', '.join(differing[:10])})" if differing else ""))
                 ratio = best["bucket"] / best["disk"]
+                print(f"where the bucket's best build spent longer, by step: "
+                      f"{step_gaps(steps_of_best['bucket'], steps_of_best['disk'])}")
                 print(f"bucket / disk: {ratio:.2f} (goal <= 1.5 {'✓' if ratio <= 1.5 else '✗'}; "
                       "the machine is shared: the ratio is noisy)")
                 if args.baseline:

@@ -517,3 +517,36 @@ def test_uploads_in_background_return_at_once_and_are_all_done_when_the_scope_en
     nowhere = Mirror(location(f"s3://vae-absent-{bucket}/home"), tmp_path / "local")
     with pytest.raises(OSError), uploads_in_background():
         nowhere.publish(files[0])
+
+
+def test_the_next_series_is_fetched_while_the_step_reads_this_one(runs, proxy, tmp_path, monkeypatch):
+    """`series_dirs` hands each series' folder in order, the next one already fetching while the
+    caller reads the current one: the store serves while the step parses. Each file is fetched
+    once, and a series that cannot be fetched fails where it is reached, after those before it."""
+    import time
+
+    root = RunsRoot(path=f"s3://{runs}/runs", scratch_path=str(tmp_path / "scratch"))
+    local = root.mirror.local
+    handed = root.series_dirs(SERIES)
+    series, folder = next(handed)
+    assert (series, folder) == (SERIES[0], local / SERIES[0])
+    assert (folder / "ep-1/transcript.jsonl").read_bytes() == b"{}\n"
+    deadline = time.monotonic() + 30  # the caller has not asked for the second series yet
+    while not (local / SERIES[1] / "ep-1/transcript.jsonl").is_file():
+        assert time.monotonic() < deadline, "the next series was not fetched ahead"
+        time.sleep(0.05)
+    assert [series for series, _ in handed] == SERIES[1:]
+    assert summary(proxy.taken())["kind"] == {"LIST": len(SERIES), "GET": 2 * len(SERIES)}
+
+    real_sync = Mirror.sync
+
+    def sync(self, rel="", shared=None, local_only=()):
+        if rel == SERIES[1]:
+            raise OSError("the store refused")
+        return real_sync(self, rel, shared, local_only)
+
+    monkeypatch.setattr(Mirror, "sync", sync)
+    handed = root.series_dirs(SERIES)
+    assert next(handed)[0] == SERIES[0]
+    with pytest.raises(OSError, match="refused"):
+        next(handed)

@@ -215,3 +215,51 @@ def test_stale_series_apart_in_partition_order_make_one_run_per_range(sample_run
     assert partitions.index(added[2]) == partitions.index(added[1]) + 1
     assert summary["materialized"]["episode_table"] == [None]
 
+
+
+def test_a_ranged_run_reads_the_partitions_once_for_its_per_series_metadata(tmp_path):
+    """Dagster's `add_asset_metadata(partition_key=...)` lists every partition to check the key is
+    in the run's range (three queries a call: N^2 over a range of N series). Inside
+    `partitions_read_once` the step lists them once, each series still gets its own metadata, a
+    key outside the run's range is still refused, and the instance reads afresh afterwards."""
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    from vae_pipeline.storage.partitions import partitions_read_once, series_partitions
+
+    keys = [f"2026-01-{day:02d}-s{day}" for day in range(1, 21)]
+    reads = []
+    refused = []
+
+    @dg.asset(partitions_def=series_partitions, backfill_policy=dg.BackfillPolicy.single_run())
+    def per_series(context: dg.AssetExecutionContext) -> dg.Output[None]:
+        storage = context.instance.event_log_storage
+        real = storage.get_dynamic_partitions
+        storage.get_dynamic_partitions = lambda name: reads.append(name) or real(name)
+        try:
+            with partitions_read_once(context.instance):
+                for key in context.partition_keys:
+                    context.add_asset_metadata({"series_named": key}, partition_key=key)
+                try:
+                    context.add_asset_metadata({"series_named": keys[-1]}, partition_key=keys[-1])
+                except dg.DagsterInvariantViolationError as exc:
+                    refused.append(str(exc))
+                context.instance.add_dynamic_partitions(SERIES, ["2026-02-01-late"])
+                assert "2026-02-01-late" not in context.instance.get_dynamic_partitions(SERIES)
+            assert "2026-02-01-late" in context.instance.get_dynamic_partitions(SERIES)
+        finally:
+            del storage.get_dynamic_partitions
+        return dg.Output(None)
+
+    with dg.DagsterInstance.ephemeral(tempdir=str(tmp_path)) as instance:
+        instance.add_dynamic_partitions(SERIES, keys)
+        tags = {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[9]}
+        job = dg.Definitions(assets=[per_series]).resolve_implicit_global_asset_job_def()
+        assert job.execute_in_process(instance=instance, tags=tags).success
+        assert reads == [SERIES, SERIES]  # once inside, once after; not three times a series
+        assert len(refused) == 1 and keys[-1] in refused[0]
+        for key in keys[:10]:
+            (record,) = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=dg.AssetKey("per_series"), asset_partitions=[key]), limit=1).records
+            assert record.asset_materialization.metadata["series_named"].value == key
+        assert not instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("per_series"), asset_partitions=[keys[-1]]), limit=1).records

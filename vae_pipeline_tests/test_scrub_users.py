@@ -275,3 +275,14 @@ def test_the_generated_read_of_a_jsonl_file_keeps_no_user_and_no_home(sample_run
         once = read_json_escapes(archive[name])
         for reading in (archive[name], once, read_json_escapes(once)):
             assert people.mac_user.encode() not in reading and b"/Users/" not in reading, name
+
+
+def test_a_short_line_scrubbed_again_under_other_names_gets_those_names_answer() -> None:
+    """`scrub_line` remembers short lines (a series.json value recurs in every series): the answer
+    is the one for the names told this time, whichever was asked first."""
+    line = "marisol@ci-runner-7:~$ ls /srv/marisol"
+    told = ScrubConfig(hostname="ci-runner-7", usernames=("marisol",))
+    for _ in range(2):
+        assert scrub_line(line) == line
+        assert scrub_line(line, told) == "<user>@<hostname>:~$ ls /srv/<user>"
+    assert scrub_line(line) == line

@@ -14,8 +14,10 @@ from vae_pipeline.domain.objects import (
     exists,
     files_under,
     heads_under,
+    is_local,
     known_bytes,
     listing,
+    location,
     place_file,
     read_bytes,
     readable_copy,
@@ -123,10 +125,11 @@ def archive_problems(root: UPath, row: dict, found: list[dict | None] | None = N
 
 
 def _stored_manifest(path: UPath, row: dict, found: dict | None) -> bytes:
-    """The stored manifest's bytes: those the row writes, when a listing shows they are the ones
-    stored (no request), else read."""
-    return known_bytes(path, manifest_bytes(row, json.loads(row["bundle_parts"])), found) \
-        if row.get("bundle_parts") else read_bytes(path)
+    """The stored manifest's bytes: on a bucket, those the row writes when a listing shows they
+    are the ones stored (no request); else read (on disk a read costs less than writing them)."""
+    if row.get("bundle_parts") and found is not None and not is_local(location(path)):
+        return known_bytes(path, manifest_bytes(row, json.loads(row["bundle_parts"])), found)
+    return read_bytes(path)
 
 
 def manifest_checked_part(root: UPath, row: dict, found: dict | None = None) -> str | None:

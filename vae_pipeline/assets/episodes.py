@@ -1,5 +1,7 @@
 """`episodes`: every episode of a series, parsed and validated (contract 1)."""
 
+from pathlib import Path
+
 import dagster as dg
 import polars as pl
 
@@ -41,9 +43,8 @@ PREVIEW = ("id", "valid", "error_file", "error_line", "error_reason", "family", 
 
 
 def parse_series(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings,
-                 series_id: str) -> tuple[pl.DataFrame, str]:
-    """Every episode row of one series, and the version of the files read."""
-    series_dir = runs_root.series_dir(series_id)
+                 series_id: str, series_dir: Path) -> tuple[pl.DataFrame, str]:
+    """Every episode row of one series (its files in `series_dir`), and the version of the files read."""
     briefs = SchemaValidator.from_file(project_meta.required("brief.schema.json"))
     entries, _ = episode_entries(series_dir)
     scrub = scrub_config(scrub_settings)
@@ -99,8 +100,8 @@ def episodes(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_met
              scrub_settings: ScrubSettings) -> dg.Output[dict[str, pl.DataFrame]]:
     """Every episode of each series — run folder or archive — parsed, counted and validated."""
     frames, metadata, sources = {}, {}, {}
-    for series in context.partition_keys:
-        frame, sources[series] = parse_series(runs_root, project_meta, scrub_settings, series)
+    for series, series_dir in runs_root.series_dirs(context.partition_keys):
+        frame, sources[series] = parse_series(runs_root, project_meta, scrub_settings, series, series_dir)
         invalid = frame.filter(~pl.col("valid"))
         for row in invalid.iter_rows(named=True):
             where = row["error_file"] + (f":{row['error_line']}" if row["error_line"] is not None else "")

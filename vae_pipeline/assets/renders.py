@@ -56,10 +56,12 @@ def _sampler(brief: dict, frames: int, min_gap_s: float):
 
 
 def _thumbnail_markdown(episode_id: str, sheet: Path) -> str:
+    """The contact sheet inline, small: it is stored in every materialization event, which the
+    planning and the UI read back."""
     picture = Image.open(sheet)
-    picture.thumbnail((960, 960))
+    picture.thumbnail((640, 640))
     buffer = io.BytesIO()
-    picture.convert("RGB").save(buffer, format="JPEG", quality=70)
+    picture.convert("RGB").save(buffer, format="JPEG", quality=60)
     return f"**{episode_id}**\n\n![{episode_id}](data:image/jpeg;base64,{base64.b64encode(buffer.getvalue()).decode()})"
 
 

@@ -7,6 +7,7 @@ import io
 import json
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -85,6 +86,19 @@ class RunsRoot(dg.ConfigurableResource):
     def series_dir(self, series_id: str) -> Path:
         """The series' folder, every file of it here."""
         return self.mirror.sync(series_id, self.shared)
+
+    def series_dirs(self, series_ids: list[str]) -> Iterator[tuple[str, Path]]:
+        """Each series and its folder (`series_dir`), in order. On a bucket the next series is
+        fetched while the caller reads this one: the store serves while the step parses."""
+        if not self.mirror.is_remote:
+            yield from ((series_id, self.series_dir(series_id)) for series_id in series_ids)
+            return
+        with ThreadPoolExecutor(1, thread_name_prefix="vae-series-fetch") as pool:
+            ahead = [pool.submit(self.series_dir, series_id) for series_id in series_ids[:1]]
+            for index, series_id in enumerate(series_ids):
+                if index + 1 < len(series_ids):
+                    ahead.append(pool.submit(self.series_dir, series_ids[index + 1]))
+                yield series_id, ahead[index].result()
 
     def fingerprint(self, rel: str, *, top_jsonl: bool = False) -> str:
         """A version of what the folder `rel` holds (only its top-level `*.jsonl` if `top_jsonl`),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import dagster as dg
 import polars as pl
 
-from vae_pipeline.storage.partitions import SERIES
+from vae_pipeline.storage.partitions import SERIES, partitions_read_once
 
 INPUTS_KEY = "vae/inputs"
 SOURCE_KEY = "vae/source"
@@ -167,17 +167,18 @@ def series_output(context: dg.AssetExecutionContext, frames: dict[str, pl.DataFr
     spec = context.assets_def.get_asset_spec(context.asset_key)
     partitions = context.instance.get_dynamic_partitions(SERIES)
     latest = cached_latest(context.instance)
-    for series, frame in frames.items():
-        source = (sources or {}).get(series)
-        upstream = {dep.asset_key.to_user_string(): _upstream_version(latest, dep.asset_key, series, partitions)
-                    for dep in spec.deps}
-        context.add_asset_metadata({
-            **metadata[series],
-            VERSION_KEY: content_version(frame.drop(unversioned).write_ndjson().encode(), source or ""),
-            INPUTS_KEY: inputs_fingerprint(context.instance, spec, series, partitions, source, latest),
-            UPSTREAM_KEY: dg.MetadataValue.json(upstream),
-            **({SOURCE_KEY: source} if source is not None else {}),
-        }, partition_key=series)
+    with partitions_read_once(context.instance):
+        for series, frame in frames.items():
+            source = (sources or {}).get(series)
+            upstream = {dep.asset_key.to_user_string(): _upstream_version(latest, dep.asset_key, series, partitions)
+                        for dep in spec.deps}
+            context.add_asset_metadata({
+                **metadata[series],
+                VERSION_KEY: content_version(frame.drop(unversioned).write_ndjson().encode(), source or ""),
+                INPUTS_KEY: inputs_fingerprint(context.instance, spec, series, partitions, source, latest),
+                UPSTREAM_KEY: dg.MetadataValue.json(upstream),
+                **({SOURCE_KEY: source} if source is not None else {}),
+            }, partition_key=series)
     return dg.Output(frames)
 
 

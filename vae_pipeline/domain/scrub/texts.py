@@ -513,6 +513,8 @@ class _TriggerHits:
         if kind.own_prefilter is not None and id(kind.own_prefilter) not in self.scanned:
             self.scanned.add(id(kind.own_prefilter))
             self.hits.update((k, (len(self.edits), v)) for k, v in kind.own_prefilter.hits(self.buf).items())
+        if not self.hits:  # most short texts (a name, a line): no keyword of any kind is there
+            return []
         present = [hits for hits in map(self._current, kind.keywords + kind.scanned) if hits]
         return list(present[0]) if len(present) == 1 else sorted({h for hits in present for h in hits})
 

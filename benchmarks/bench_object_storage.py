@@ -99,8 +99,7 @@ def step_gaps(bucket: dict[str, float], disk: dict[str, float]) -> str:
     shown = ", ".join(f"{step} {gap:+.2f} s ({disk.get(step, 0.0):.2f} -> {bucket.get(step, 0.0):.2f})"
                       for gap, step in gaps[:5])
     rest = sum(gap for gap, _ in gaps[5:])
-    outside = (sum(bucket.values()), sum(disk.values()))
-    return f"{shown}; every other step {rest:+.2f} s; all steps {outside[1]:.2f} -> {outside[0]:.2f} s"
+    return f"{shown}; every other step {rest:+.2f} s; all steps {sum(disk.values()):.2f} -> {sum(bucket.values()):.2f} s"
 
 
 def cpu_seconds(pid: int) -> float:

@@ -7,7 +7,8 @@ For each size N (series of 4 good episodes, the generator's own thumbnail clips:
 VAE_HOME, DAGSTER_HOME, dataset folder and copy of meta/, generates N + 4 episodes with the
 project's generator, holds the last completed series back, and times `vae_pipeline.cli.build`:
   1. the full build of N episodes on a fresh instance (s / episode);
-  2. a second build, unchanged (nothing may be materialized);
+  2. a second build, unchanged (nothing may be materialized); then the same with what the instance
+     keeps of each series stage's recorded versions forgotten (every event read back);
   3. the held-back series put back: one new series of 4, reported above the unchanged build;
      the review site's files are compared before and after (mtime or bytes changed, new, gone)
      and every changed file that is not the new series' nor the index is named;
@@ -24,7 +25,9 @@ visit of each, with a new tab each time).
 `--floor P` measures what Dagster itself costs per partition on SQLite: one ranged run of an
 empty series-partitioned asset over P partitions (each with one metadata entry, as the assets
 record), against the same run over one partition; and per run and per step: a run of one empty
-asset, and of 20 in a chain.
+asset, and of 20 in a chain. `--floor-on postgres` measures the same on a new database of the
+PostgreSQL server on 127.0.0.1 (the instance a deployment moves to), dropped afterwards;
+`--episodes ""` measures the floors alone.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -52,6 +57,8 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # as `v
 # (figure, goal at 1,000, goal at 10,000) in seconds
 GOALS = {"unchanged": (3, 5), "new series": (3, 6), "rehost": (8, 45)}
 UI_GOAL_S = 3.0
+READ_BACK = "unchanged, every event read back"  # the same build with the instance's recorded versions forgotten
+NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}  # the instances the floors are measured on
 
 
 def site_files(site: Path) -> dict[str, tuple[int, str]]:
@@ -119,6 +126,16 @@ def ui_pages(root: Path, series: str) -> dict[str, float]:
     return seconds
 
 
+def forget_recorded_versions() -> None:
+    """Empty what the instance keeps of each series stage's recorded versions, so that the next
+    build reads every partition's latest event back, as it did before they were kept."""
+    from vae_pipeline.storage.versions import RECORDED_VERSIONS
+
+    with dg.DagsterInstance.get() as instance:
+        instance.run_storage.set_cursor_values({RECORDED_VERSIONS.format(key=key): "{}"
+                                                for key in (*UPSTREAM_OF_LABELS, "labels")})
+
+
 def one_size(n: int, root: Path, profile: Path | None, ui: bool = False) -> dict[str, float]:
     from vae_pipeline.domain.review.site import SITE_DIR
     from vae_pipeline.sample.generator import generate
@@ -154,6 +171,9 @@ def one_size(n: int, root: Path, profile: Path | None, ui: bool = False) -> dict
         step("full build")
         if step("unchanged")["materialized"]:
             problems.append("the unchanged build materialized something")
+        forget_recorded_versions()
+        if step(READ_BACK)["materialized"]:
+            problems.append(f"the {READ_BACK} build materialized something")
         before = site_files(site)
         (held / new_series).rename(runs / new_series)
         added = step("new series")
@@ -174,10 +194,11 @@ def one_size(n: int, root: Path, profile: Path | None, ui: bool = False) -> dict
             shown = seconds - figures[1][1] if above else seconds
             cpu = timing.cpu - figures[1][2].cpu if above else timing.cpu
             label = "new series above the unchanged build" if above else name
-            goal = GOALS[name][big]
+            goal = GOALS.get(name, (None, None))[big]
             results[name] = shown
-            print(f"  {label}: {shown:.2f} s ({shown / full:.1%} of full; goal <= {goal} s "
-                  f"{'✓' if shown <= goal else '✗'}); CPU {cpu:.2f} s ({cpu / full_cpu:.1%} of full)")
+            judged = f"; goal <= {goal} s {'✓' if shown <= goal else '✗'}" if goal is not None else ""
+            print(f"  {label}: {shown:.2f} s ({shown / full:.1%} of full{judged}); CPU {cpu:.2f} s "
+                  f"({cpu / full_cpu:.1%} of full)")
         print(f"  review site after one new series: {len(changes['rewritten'])} files rewritten "
               f"({len(changes['changed'])} with new bytes), {len(changes['new'])} new, {len(changes['gone'])} gone, "
               f"of {len(before)}; outside the new series and the index: {len(changes['others'])}")
@@ -204,7 +225,24 @@ def nothing(_):
     return Nothing()
 
 
-def dagster_floor(partitions: int, root: Path) -> None:
+@contextmanager
+def floor_instance(home: Path, on: str) -> Iterator[dg.DagsterInstance]:
+    """A fresh instance in `home`: the embedded SQLite one, or on `postgres` a new database."""
+    home.mkdir()
+    if on == "sqlite":
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            yield instance
+        return
+    from vae_pipeline_tests.services import postgres_database
+
+    with postgres_database() as url:
+        (home / "dagster.yaml").write_text(f"storage:\n  postgres:\n    postgres_url: {url}\n"
+                                           "telemetry:\n  enabled: false\n")
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            yield instance
+
+
+def dagster_floor(partitions: int, root: Path, on: str = "sqlite") -> None:
     """An empty series-partitioned asset in one ranged run: what Dagster costs per partition,
     without and with one `add_asset_metadata` per partition (as every series asset records its
     version), and with those calls inside `partitions_read_once` (as `series_output` makes them)."""
@@ -228,9 +266,7 @@ def dagster_floor(partitions: int, root: Path) -> None:
 
         return dg.Definitions(assets=[empty], resources={"io_manager": nothing}).resolve_implicit_global_asset_job_def()
 
-    home = root / "floor"
-    home.mkdir()
-    with dg.DagsterInstance.from_config(str(home)) as instance:
+    with floor_instance(root / f"floor-{on}", on) as instance:
         keys = [f"s{i:05d}" for i in range(partitions)]
         instance.add_dynamic_partitions("series", keys)
         for index, (label, (metadata, read_once)) in enumerate(variants.items()):
@@ -241,12 +277,12 @@ def dagster_floor(partitions: int, root: Path) -> None:
                 job.execute_in_process(instance=instance, tags=tags, run_config=QUIET)
                 times.setdefault(count, []).append(time.perf_counter() - start)
             one, many = min(times[1]), min(times[partitions])
-            print(f"Dagster floor on SQLite, an empty partitioned asset in one ranged run{label}: 1 partition {one:.2f} s, "
+            print(f"Dagster floor on {NAMES[on]}, an empty partitioned asset in one ranged run{label}: 1 partition {one:.2f} s, "
                   f"{partitions} partitions {many:.2f} s = {(many - one) / (partitions - 1) * 1000:.1f} ms per "
                   f"partition; {load()}", flush=True)
 
 
-def dagster_step_floor(steps: int, root: Path) -> None:
+def dagster_step_floor(steps: int, root: Path, on: str = "sqlite") -> None:
     """What Dagster costs per run and per step on SQLite, whatever the step does: a run of one
     empty unpartitioned asset, and of `steps` of them in a chain (each loading the one before
     through a no-op IO manager), as a build's runs over one new series are."""
@@ -264,9 +300,7 @@ def dagster_step_floor(steps: int, root: Path) -> None:
             assets.append(empty)
         return dg.Definitions(assets=assets, resources={"io_manager": nothing}).resolve_implicit_global_asset_job_def()
 
-    home = root / "step-floor"
-    home.mkdir()
-    with dg.DagsterInstance.from_config(str(home)) as instance:
+    with floor_instance(root / f"step-floor-{on}", on) as instance:
         times: dict[int, list[float]] = {}
         for length in (1, steps, 1, steps):
             job = chain(length)
@@ -274,7 +308,7 @@ def dagster_step_floor(steps: int, root: Path) -> None:
             job.execute_in_process(instance=instance, run_config=QUIET)
             times.setdefault(length, []).append(time.perf_counter() - start)
         one, many = min(times[1]), min(times[steps])
-        print(f"Dagster floor on SQLite, empty unpartitioned assets in one run: 1 step {one:.2f} s (the run), "
+        print(f"Dagster floor on {NAMES[on]}, empty unpartitioned assets in one run: 1 step {one:.2f} s (the run), "
               f"{steps} steps {many:.2f} s = {(many - one) / (steps - 1) * 1000:.0f} ms per step; {load()}", flush=True)
 
 
@@ -283,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", default="1000", help="sizes, comma-separated (multiples of 4)")
     parser.add_argument("--profile", type=Path, help="write cProfile stats of the later builds to this folder")
     parser.add_argument("--floor", type=int, default=0, help="also measure Dagster's cost per partition over P")
+    parser.add_argument("--floor-on", choices=tuple(NAMES), default="sqlite", help="the instance the floors use")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (printed)")
     parser.add_argument("--ui", action="store_true", help="also time the Dagster UI's labels pages in Chromium")
     args = parser.parse_args(argv)
@@ -297,10 +332,10 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     try:
         if args.floor:
-            dagster_floor(args.floor, root)
-            dagster_step_floor(20, root)
+            dagster_floor(args.floor, root, args.floor_on)
+            dagster_step_floor(20, root, args.floor_on)
         per_episode = {}
-        for n in (int(s) for s in args.episodes.split(",")):
+        for n in (int(s) for s in args.episodes.split(",") if s):
             results = one_size(n, root / str(n), args.profile, args.ui)
             per_episode[n] = results["full"] / n
             failed += results["problems"]

@@ -56,6 +56,28 @@ def test_the_runs_root_is_listed_once_and_each_file_fetched_once(runs, proxy, s3
     assert (local / "comparisons/human/votes.jsonl").read_bytes() == b"{}\n{}\n"
 
 
+def test_a_file_whose_etag_note_was_cut_short_is_fetched_again(runs, proxy, s3_client, tmp_path):
+    """The note of the ETag a fetched file came with is written in place (a crash can leave it cut
+    short): a cut or empty note never vouches for the file, a whole one does."""
+    root = RunsRoot(path=f"s3://{runs}/runs", scratch_path=str(tmp_path / "scratch"))
+    folder = root.series_dir(SERIES[0])
+    proxy.taken()
+    notes = root.mirror.local.parent / f"{root.mirror.local.name}.etags" / SERIES[0]
+    tag = s3_client.head_object(Bucket=runs, Key=f"runs/{SERIES[0]}/series.json")["ETag"]
+    assert (notes / "series.json").read_text() == tag
+    (notes / "series.json").write_text(tag[:-3])
+    (notes / "ep-1/transcript.jsonl").write_text("")
+    (folder / "series.json").write_bytes(b"half")
+    (folder / "ep-1/transcript.jsonl").write_bytes(b"")
+    assert root.series_dir(SERIES[0]) == folder
+    assert summary(proxy.taken())["kind"] == {"LIST": 1, "GET": 2}
+    assert json.loads((folder / "series.json").read_bytes()) == {"id": SERIES[0]}
+    assert (folder / "ep-1/transcript.jsonl").read_bytes() == b"{}\n"
+    assert (notes / "series.json").read_text() == tag
+    root.series_dir(SERIES[0])
+    assert summary(proxy.taken())["kind"] == {"LIST": 1}
+
+
 def test_files_compared_against_one_listing_make_no_head(make_bucket, proxy, tmp_path):
     folder = location(f"s3://{make_bucket()}/dataset")
     write_if_changed(folder / "README.md", b"card")  # a folder that exists (s3fs asks more of an empty one)

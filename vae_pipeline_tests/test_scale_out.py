@@ -101,28 +101,6 @@ def test_build_on_postgres_stores_runs_and_materializations_there(postgres_build
     assert not list(home.rglob("*.db"))
 
 
-def test_webserver_and_daemon_work_on_the_same_instance_during_the_build(postgres_build):
-    url = postgres_build["url"]
-    statuses = dict(query(url, "SELECT run_id, status FROM runs"))
-    launched_by_daemon = {run_id for run_id, in query(
-        url, "SELECT run_id FROM run_tags WHERE key IN ('dagster/sensor_name', 'dagster/schedule_name')")}
-    build_runs = set(statuses) - launched_by_daemon
-    seen = {run["runId"]: run["status"] for run in postgres_build["webserver_runs"]}
-    assert len(build_runs) == postgres_build["runs_printed"] > 0  # one run per line the build printed
-    assert build_runs <= set(seen)
-    assert {run_id: seen[run_id] for run_id in build_runs} == {run_id: statuses[run_id] for run_id in build_runs}
-    # the daemon, started before the build, keeps beating in Postgres once the build has started
-    deadline = time.monotonic() + 120
-    while True:
-        beats = {daemon_type: json.loads(body)["timestamp"]
-                 for daemon_type, body in query(url, "SELECT daemon_type, body FROM daemon_heartbeats")}
-        fresh = {daemon_type for daemon_type, ts in beats.items() if ts >= postgres_build["started"]}
-        if {"SENSOR", "SCHEDULER", "QUEUED_RUN_COORDINATOR"} <= fresh or time.monotonic() > deadline:
-            break
-        time.sleep(2)
-    assert {"SENSOR", "SCHEDULER", "QUEUED_RUN_COORDINATOR"} <= fresh, beats
-
-
 def test_celery_build_runs_every_step_in_the_worker_and_writes_the_same_bytes(postgres_build, small_runs,
                                                                                tmp_path, monkeypatch):
     paths = isolate(tmp_path, monkeypatch)
@@ -211,3 +189,27 @@ def test_workers_sharing_a_two_core_machine_run_at_most_two_steps_at_once(tmp_pa
         running += 1 if kind == "start" else -1
         most = max(most, running)
     assert [kind for _, kind in events].count("start") == 6 and most == 2
+
+
+# Last in the module: the daemon's heartbeats come every 30 s, and the tests above run while it
+# beats, so this one rarely waits.
+def test_webserver_and_daemon_work_on_the_same_instance_during_the_build(postgres_build):
+    url = postgres_build["url"]
+    statuses = dict(query(url, "SELECT run_id, status FROM runs"))
+    launched_by_daemon = {run_id for run_id, in query(
+        url, "SELECT run_id FROM run_tags WHERE key IN ('dagster/sensor_name', 'dagster/schedule_name')")}
+    build_runs = set(statuses) - launched_by_daemon
+    seen = {run["runId"]: run["status"] for run in postgres_build["webserver_runs"]}
+    assert len(build_runs) == postgres_build["runs_printed"] > 0  # one run per line the build printed
+    assert build_runs <= set(seen)
+    assert {run_id: seen[run_id] for run_id in build_runs} == {run_id: statuses[run_id] for run_id in build_runs}
+    # the daemon, started before the build, keeps beating in Postgres once the build has started
+    deadline = time.monotonic() + 120
+    while True:
+        beats = {daemon_type: json.loads(body)["timestamp"]
+                 for daemon_type, body in query(url, "SELECT daemon_type, body FROM daemon_heartbeats")}
+        fresh = {daemon_type for daemon_type, ts in beats.items() if ts >= postgres_build["started"]}
+        if {"SENSOR", "SCHEDULER", "QUEUED_RUN_COORDINATOR"} <= fresh or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert {"SENSOR", "SCHEDULER", "QUEUED_RUN_COORDINATOR"} <= fresh, beats

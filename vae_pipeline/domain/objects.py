@@ -740,13 +740,15 @@ class Mirror:
     def _fetch(self, stale: dict[str, str]) -> None:
         """Download the files of `stale` from their places (see `_download`)."""
         temps = {rel: self.local / f"{rel}.{uuid.uuid4().hex[:8]}.fetching" for rel in stale}
-        for temp in temps.values():
-            temp.parent.mkdir(parents=True, exist_ok=True)
+        for folder in {temp.parent for temp in temps.values()} | {(self._tags / rel).parent for rel in stale}:
+            folder.mkdir(parents=True, exist_ok=True)
         try:
-            self.remote.fs.get([(self.remote / rel).path for rel in stale], [str(temps[rel]) for rel in stale])
+            self.remote.fs.get([f"{self.remote.path}/{rel}" for rel in stale], [str(temps[rel]) for rel in stale])
             for rel, tag in stale.items():
                 os.replace(temps[rel], self.local / rel)
-                write_atomic(self._tags / rel, tag.encode(), durable=False)
+                # written in place, not through a temp file: a torn note never equals a tag, so at
+                # worst the file is fetched again (a series' files are many and small)
+                (self._tags / rel).write_bytes(tag.encode())
         finally:
             for temp in temps.values():
                 temp.unlink(missing_ok=True)

@@ -12,6 +12,7 @@ and produced the same thing makes nothing downstream stale.
 from __future__ import annotations
 
 import hashlib
+import json
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ def latest_materialization(instance: dg.DagsterInstance, key: dg.AssetKey,
 _RECORDED = (VERSION_KEY, INPUTS_KEY, UPSTREAM_KEY, SOURCE_KEY)
 _SEEN: weakref.WeakKeyDictionary[dg.DagsterInstance, dict[int, dg.AssetMaterialization]] = \
     weakref.WeakKeyDictionary()
+RECORDED_VERSIONS = "vae/recorded_versions/{key}"  # the instance's key-value store: see `_remembered`
 
 
 def _kept(event: dg.AssetMaterialization) -> dg.AssetMaterialization:
@@ -64,18 +66,57 @@ def _kept(event: dg.AssetMaterialization) -> dg.AssetMaterialization:
                                    metadata={k: metadata[k] for k in _RECORDED if k in metadata})
 
 
+def _plain(event: dg.AssetMaterialization, run_id: str) -> dict:
+    """What `_kept` holds of an event, as JSON, with the run that made it."""
+    return {"run": run_id, "partition": event.partition, "tags": dict(event.tags or {}),
+            "metadata": {k: getattr(v, "value", v) for k, v in (event.metadata or {}).items() if k in _RECORDED}}
+
+
+def _event_of(key: dg.AssetKey, plain: dict) -> dg.AssetMaterialization:
+    return dg.AssetMaterialization(asset_key=key, partition=plain["partition"], tags=plain["tags"],
+                                   metadata={k: dg.MetadataValue.json(v) if isinstance(v, (dict, list)) else v
+                                             for k, v in plain["metadata"].items()})
+
+
+def _remembered(instance: dg.DagsterInstance, key: dg.AssetKey, wanted: set[int]) -> dict[int, dict]:
+    """The recorded versions of the events `wanted` that an earlier process read, from the
+    instance's key-value store (one value an asset): a build reads back only the events added
+    since, not every partition's. An entry counts only while the run that made its event exists:
+    SQLite gives a deleted run's storage ids to the next events, and those belong to a new run."""
+    stored = instance.run_storage.get_cursor_values({RECORDED_VERSIONS.format(key=key.to_user_string())})
+    try:
+        entries = {int(storage_id): plain for storage_id, plain in
+                   json.loads(next(iter(stored.values()), "{}")).items() if int(storage_id) in wanted}
+    except (ValueError, TypeError, AttributeError):
+        return {}  # not what this code writes: read the events again
+    runs = {plain.get("run") for plain in entries.values() if isinstance(plain, dict)}
+    existing = set(instance.get_run_ids(dg.RunsFilter(run_ids=sorted(r for r in runs if isinstance(r, str))))) \
+        if runs else set()
+    return {storage_id: plain for storage_id, plain in entries.items()
+            if isinstance(plain, dict) and plain.get("run") in existing}
+
+
 def latest_by_partition(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, dg.AssetMaterialization]:
     """The latest materialization of every partition of `key` (its versions, see `_kept`): one
-    query for the storage ids, and one for the events this process has not read yet."""
+    query for the storage ids; the events no process has read yet fetched, and what they record
+    kept for the next process (see `_remembered`)."""
     ids = instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION)
     if not ids:
         return {}
     seen = _SEEN.setdefault(instance, {})
-    unread = sorted(set(ids.values()) - set(seen))
+    unread = set(ids.values()) - set(seen)
     if unread:
-        records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=unread),
-                                                  limit=len(unread)).records
-        seen.update((record.storage_id, _kept(record.asset_materialization)) for record in records)
+        remembered = _remembered(instance, key, set(ids.values()))
+        seen.update((storage_id, _event_of(key, remembered[storage_id])) for storage_id in unread & set(remembered))
+        missing = sorted(unread - set(remembered))
+        if missing:
+            records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=missing),
+                                                      limit=len(missing)).records
+            seen.update((record.storage_id, _kept(record.asset_materialization)) for record in records)
+            remembered.update((record.storage_id, _plain(record.asset_materialization, record.run_id))
+                              for record in records)
+            instance.run_storage.set_cursor_values({RECORDED_VERSIONS.format(key=key.to_user_string()):
+                                                    json.dumps(remembered, sort_keys=True)})
     return {partition: seen[storage_id] for partition, storage_id in ids.items() if storage_id in seen}
 
 

@@ -59,20 +59,15 @@ _SEEN: weakref.WeakKeyDictionary[dg.DagsterInstance, dict[int, dg.AssetMateriali
 RECORDED_VERSIONS = "vae/recorded_versions/{key}"  # the instance's key-value store: see `_remembered`
 
 
-def _kept(event: dg.AssetMaterialization) -> dg.AssetMaterialization:
-    """The parts of a materialization the staleness rule reads (not the previews and run tables)."""
-    metadata = event.metadata or {}
-    return dg.AssetMaterialization(asset_key=event.asset_key, partition=event.partition, tags=event.tags,
-                                   metadata={k: metadata[k] for k in _RECORDED if k in metadata})
-
-
 def _plain(event: dg.AssetMaterialization, run_id: str) -> dict:
-    """What `_kept` holds of an event, as JSON, with the run that made it."""
+    """The parts of a materialization the staleness rule reads (not the previews and run tables),
+    as JSON, with the run that made it."""
     return {"run": run_id, "partition": event.partition, "tags": dict(event.tags or {}),
             "metadata": {k: getattr(v, "value", v) for k, v in (event.metadata or {}).items() if k in _RECORDED}}
 
 
 def _event_of(key: dg.AssetKey, plain: dict) -> dg.AssetMaterialization:
+    """A `_plain` record as the materialization the staleness rule reads."""
     return dg.AssetMaterialization(asset_key=key, partition=plain["partition"], tags=plain["tags"],
                                    metadata={k: dg.MetadataValue.json(v) if isinstance(v, (dict, list)) else v
                                              for k, v in plain["metadata"].items()})
@@ -97,7 +92,7 @@ def _remembered(instance: dg.DagsterInstance, key: dg.AssetKey, wanted: set[int]
 
 
 def latest_by_partition(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, dg.AssetMaterialization]:
-    """The latest materialization of every partition of `key` (its versions, see `_kept`): one
+    """The latest materialization of every partition of `key` (its versions, see `_plain`): one
     query for the storage ids; the events no process has read yet fetched, and what they record
     kept for the next process (see `_remembered`)."""
     ids = instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION)
@@ -112,9 +107,9 @@ def latest_by_partition(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[
         if missing:
             records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=missing),
                                                       limit=len(missing)).records
-            seen.update((record.storage_id, _kept(record.asset_materialization)) for record in records)
             remembered.update((record.storage_id, _plain(record.asset_materialization, record.run_id))
                               for record in records)
+            seen.update((record.storage_id, _event_of(key, remembered[record.storage_id])) for record in records)
             instance.run_storage.set_cursor_values({RECORDED_VERSIONS.format(key=key.to_user_string()):
                                                     json.dumps(remembered, sort_keys=True)})
     return {partition: seen[storage_id] for partition, storage_id in ids.items() if storage_id in seen}

@@ -229,15 +229,16 @@ def nothing(_):
 def floor_instance(home: Path, on: str) -> Iterator[dg.DagsterInstance]:
     """A fresh instance in `home`: the embedded SQLite one, or on `postgres` a new database."""
     home.mkdir()
+    quiet = "telemetry:\n  enabled: false\n"  # as the project's own dagster.yaml
     if on == "sqlite":
+        (home / "dagster.yaml").write_text(quiet)
         with dg.DagsterInstance.from_config(str(home)) as instance:
             yield instance
         return
     from vae_pipeline_tests.services import postgres_database
 
     with postgres_database() as url:
-        (home / "dagster.yaml").write_text(f"storage:\n  postgres:\n    postgres_url: {url}\n"
-                                           "telemetry:\n  enabled: false\n")
+        (home / "dagster.yaml").write_text(f"storage:\n  postgres:\n    postgres_url: {url}\n{quiet}")
         with dg.DagsterInstance.from_config(str(home)) as instance:
             yield instance
 

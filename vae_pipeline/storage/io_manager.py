@@ -80,7 +80,9 @@ class SeriesTables(dg.UPathIOManager):
     def load_input(self, context: dg.InputContext) -> pl.DataFrame | dict[str, pl.DataFrame]:
         key = context.asset_key
         if not context.has_asset_partitions:
-            return read_table(self.warehouse.table(key, None), _recorded_object(context))
+            path = self.warehouse.table(key, None)
+            # on disk the file is read where it is: the recorded object (an event fetched) would not count
+            return read_table(path, None if is_local(path) else _recorded_object(context))
         paths = self._get_paths_for_partitions(context)
         keys = context.asset_partition_keys
         # several series from a bucket: one listing, and only the tables this process does not hold
@@ -106,7 +108,7 @@ def _recorded_object(context: dg.InputContext) -> dict | None:
     """The ETag and size the asset's latest materialization recorded of its stored table, as a
     listing's entry: a table this process wrote or read with those bytes is not fetched again
     (the steps of a run in one process read each table from memory, not once per step). None
-    when nothing was recorded (on disk, or an earlier build's)."""
+    when nothing was recorded (an earlier build's)."""
     if not context.has_asset_key or context.instance is None:
         return None
     event = context.instance.get_latest_materialization_event(context.asset_key)

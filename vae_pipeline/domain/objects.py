@@ -6,8 +6,8 @@ disk a temp file is renamed into place; on object storage a single PUT (or a mul
 which appears whole when it completes) is atomic already. Creating a file only if it is absent
 is a hard link on disk and `If-None-Match: *` on a bucket. Listings of a bucket are refreshed
 before they are trusted (s3fs caches them). The endpoint, region and credentials are the AWS client's own
-(the standard AWS variables or a profile): they never pass through this module. Many files are
-fetched at once through obstore's client, set up as s3fs's own client is (`get_objects`).
+(the standard AWS variables or a profile), never a setting of this module; many files fetched at
+once go through obstore's client, handed what botocore resolved (`get_objects`).
 """
 
 from __future__ import annotations
@@ -538,7 +538,7 @@ def get_objects(fs, targets: dict[str, Path]) -> None:
     """GET each object of `targets` (`bucket/key` of s3fs `fs`) into its local file, many at once.
 
     Through obstore, not s3fs: a GET through botocore and aiohttp costs the client a few ms of CPU
-    (signing, its event hooks, parsing every header), obstore's a tenth of that, and a build's
+    (signing, its event hooks, parsing every header), obstore's a quarter of that, and a build's
     input files are many and small. A missing object is a FileNotFoundError, as from s3fs."""
     split = {path: fs.split_path(path)[:2] for path in targets}
     stores = {bucket: _store_of(fs, bucket) for bucket, _ in split.values()}

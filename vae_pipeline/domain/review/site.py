@@ -716,10 +716,11 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
         report.series_removed.append(series)
     for name in LEGACY:
         (out / name).unlink(missing_ok=True)
-    searched = search_index(everything, inputs)
+    searched: dict[str, list[dict]] = {series: [] for series in by_series}  # by series in one pass, not one a series
+    for entry in search_index(everything, inputs):
+        searched[entry["series"]].append(entry)
     for series in by_series:
-        report.pages_written += write_if_changed(out / SEARCH / f"{series}.js",
-                                                 _search_script([e for e in searched if e["series"] == series]),
+        report.pages_written += write_if_changed(out / SEARCH / f"{series}.js", _search_script(searched[series]),
                                                  durable=False)
     for stale in (out / SEARCH).glob("*.js"):
         if stale.stem not in by_series:

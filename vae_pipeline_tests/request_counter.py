@@ -41,7 +41,7 @@ class Request:
     path: str
     status: int
     kind: str
-    key_id: str = ""  # the access key the request was signed with (SigV4's `Credential=`), or ""
+    credential: str = ""  # SigV4's `Credential=`: access key id/date/region/service/aws4_request, or ""
 
 
 def kind_of(method: str, target: str, headers) -> str:
@@ -59,10 +59,10 @@ def kind_of(method: str, target: str, headers) -> str:
     return method
 
 
-def signer(headers) -> str:
-    """The access key id a SigV4 `Authorization` header names, or ''."""
+def credential(headers) -> str:
+    """The credential scope a SigV4 `Authorization` header names (whose keys, which region), or ''."""
     _, found, rest = headers.get("Authorization", "").partition("Credential=")
-    return rest.split("/", 1)[0] if found else ""
+    return rest.split(",", 1)[0] if found else ""
 
 
 class CountingProxy:
@@ -154,7 +154,7 @@ class CountingProxy:
                 answer = self.upstream.getresponse()
                 data = answer.read()
                 proxy._note(Request(arrived, self.command, self.path, answer.status,
-                                    kind_of(self.command, self.path, self.headers), signer(self.headers)))
+                                    kind_of(self.command, self.path, self.headers), credential(self.headers)))
                 self.send_response_only(answer.status, answer.reason)
                 for name, value in answer.getheaders():
                     if name.lower() not in HOP_BY_HOP and name.lower() != "content-length":

@@ -3,6 +3,7 @@ root listed in one LIST (not a HEAD per series.json), the dataset's files compar
 listing, and the proxy's own counts."""
 
 import json
+import os
 
 import pytest
 import s3fs
@@ -583,7 +584,7 @@ def test_many_files_are_fetched_where_botocore_goes_signed_with_its_credentials(
     with CountingProxy(s3_endpoint, lifetime_s=300) as proxy:
         config.write_text(f"[profile vae]\nregion = eu-west-3\nendpoint_url = {proxy.endpoint}\n")
         credentials.write_text("[vae]\naws_access_key_id = AKIAPROFILEKEY\naws_secret_access_key = profile-secret\n")
-        for name in [n for n in __import__("os").environ if n.startswith("AWS_")]:
+        for name in [n for n in os.environ if n.startswith("AWS_")]:
             monkeypatch.delenv(name)
         monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
         monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
@@ -594,7 +595,9 @@ def test_many_files_are_fetched_where_botocore_goes_signed_with_its_credentials(
         local = mirror.fetch_all(wanted)
         gets = [r for r in proxy.taken() if r.kind == "GET"]
         assert sorted(r.path for r in gets) == sorted(f"/{runs}/runs/{rel}" for rel in wanted)
-        assert {r.key_id for r in gets} == {"AKIAPROFILEKEY"} and {r.status for r in gets} == {200}
+        # signed with the profile's keys for its region (SigV4's scope: key id/date/region/service/...)
+        assert {(r.credential.split("/")[0], r.credential.split("/")[2]) for r in gets} == {("AKIAPROFILEKEY", "eu-west-3")}
+        assert {r.status for r in gets} == {200}
         assert [json.loads(local[rel].read_bytes()) for rel in wanted] == [{"id": s} for s in SERIES]
         with pytest.raises(FileNotFoundError, match=f"{runs}/runs/gone.json is not in the bucket"):
             get_objects(mirror.remote.fs, {f"{runs}/runs/gone.json": tmp_path / "gone.json"})

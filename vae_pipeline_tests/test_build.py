@@ -1,5 +1,6 @@
 """`vae build` end to end on a persistent instance: rows, invalid episodes, README, incrementality."""
 
+import importlib
 import json
 import re
 from datetime import date
@@ -199,6 +200,34 @@ def test_a_changed_series_rematerializes_only_its_partition_and_downstream(built
     latest, first = (r.asset_materialization.metadata for r in records)
     assert first["decoded"].value > 0 and latest["decoded"].value == 0
     assert latest["videos"].value == first["videos"].value
+
+
+def test_a_change_makes_only_the_manifests_it_touches_and_a_damaged_one_again(built, sample_runs, pipeline_env,
+                                                                            monkeypatch):
+    """After one episode's archive changes, `dataset_episodes` makes that episode's manifest, and
+    those whose file was deleted or cut short since, each with the bytes a full build wrote; the
+    other manifests are not made again."""
+    runs, _, _ = built
+    dataset = pipeline_env["dataset"]
+    before = {p: p.read_bytes() for p in dataset.glob("episodes/*/*.json")}
+    changed = next(s for s, status in sample_runs.series.items() if status == "completed")
+    extra = next(p for p in sample_runs.episodes if p.series == changed and p.bad is None and not p.archive)
+    assert extra.episode_id in {p.stem for p in before}
+    (runs / changed / extra.episode_id / "work" / "README.txt").write_text("a note added after the run\n")
+    others = sorted(p for p in before if json.loads(before[p])["series"] != changed)
+    gone, cut = others[0], others[-1]
+    gone.unlink()
+    cut.write_bytes(before[cut][:-10])
+    made = []
+    module = importlib.import_module("vae_pipeline.assets.dataset_episodes")  # the package names the asset so
+    real = module.manifest_bytes
+    monkeypatch.setattr(module, "manifest_bytes",
+                        lambda row, parts: made.append(row["id"]) or real(row, parts))
+    build(runs, dataset)
+    assert sorted(made) == sorted([extra.episode_id, gone.stem, cut.stem])
+    assert gone.read_bytes() == before[gone] and cut.read_bytes() == before[cut]
+    assert json.loads(next(dataset.glob(f"episodes/*/{extra.episode_id}.json")).read_bytes())["archive_sha256"] != \
+        json.loads(before[next(p for p in before if p.stem == extra.episode_id)])["archive_sha256"]
 
 
 def test_cli_build_writes_the_summary_and_says_one_line_on_error(sample_runs, pipeline_env, tmp_path, capsys):

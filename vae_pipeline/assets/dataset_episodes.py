@@ -19,15 +19,18 @@ from vae_pipeline.domain.objects import (
     listing,
     location,
     place_file,
+    put_bytes,
     read_bytes,
     readable_copy,
     remove,
     sha256_of,
+    size_of,
     uploads_in_background,
     write_if_changed,
 )
-from vae_pipeline.domain.bundles.manifest import manifest_bytes
+from vae_pipeline.domain.bundles.manifest import manifest_bytes, manifest_inputs
 from vae_pipeline.domain.check_items import said_of
+from vae_pipeline.storage.io_manager import ROLLUPS
 from vae_pipeline.storage.resources import DatasetFolder, Warehouse
 from vae_pipeline.storage.versions import content_version, record_metadata
 
@@ -53,6 +56,8 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
     heads = heads_under(root)  # one LIST of the dataset folder, not a HEAD per file
     staged = warehouse.fetch_all([name for row in rows for name in (row.get("staged_video") if row["video"] else None,
                                                                      row["staged_archive"]) if name])
+    made_before = _manifests_made(warehouse, root)
+    made: dict[str, list] = {}
     with uploads_in_background():
         for row in rows:
             if row["video"] and row.get("staged_video"):
@@ -60,8 +65,15 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
                 keep.add(row["video"])
             written += place_file(staged[row["staged_archive"]], root / row["archive"], heads)
             manifest = manifest_name(row)
-            written += write_if_changed(root / manifest, manifest_bytes(row, json.loads(row["bundle_parts"])), heads)
+            made[manifest] = [manifest_inputs(row), made_before.get(manifest, [None, None])[1]]
+            if made[manifest] != made_before.get(manifest) or _size_or_none(root / manifest, heads) != made[manifest][1]:
+                data = manifest_bytes(row, json.loads(row["bundle_parts"]))
+                written += write_if_changed(root / manifest, data, heads)
+                made[manifest][1] = len(data)
             keep |= {row["archive"], manifest}
+    if made != made_before:  # after every upload: what it says was made is there
+        put_bytes(warehouse.home / ROLLUPS / MANIFESTS_MADE,
+                  json.dumps({"dataset": _folder_digest(root), "manifests": made}, sort_keys=True).encode())
     removed = (_remove_unlisted(root / "videos", {(root / name).path for name in keep})
                + _remove_unlisted(root / "episodes", {(root / name).path for name in keep}))
     version = content_version(sorted(keep),
@@ -70,6 +82,32 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
         "episodes": len(rows), "files_written": written, "files_removed": removed,
         **record_metadata(context),
     })
+
+
+MANIFESTS_MADE = "dataset_episodes-manifests.json"  # under rollups/: what each manifest was made from, its size
+
+
+def _manifests_made(warehouse: Warehouse, root: UPath) -> dict[str, list]:
+    """Each manifest of the dataset folder `root` as the last build made it: [its inputs' digest,
+    its size] by name; none for another folder, or when the note is gone or unreadable (every
+    manifest is then made again)."""
+    try:
+        noted = json.loads(read_bytes(warehouse.home / ROLLUPS / MANIFESTS_MADE))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return noted["manifests"] if noted.get("dataset") == _folder_digest(root) else {}
+
+
+def _folder_digest(root: UPath) -> str:
+    """Which dataset folder, without its path (which may name a user) in the home."""
+    return hashlib.sha256(str(root).encode()).hexdigest()[:16]
+
+
+def _size_or_none(path: UPath, heads: dict[str, dict]) -> int | None:
+    try:
+        return size_of(path, heads)
+    except FileNotFoundError:
+        return None
 
 
 def manifest_name(row: dict) -> str:

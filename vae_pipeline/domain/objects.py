@@ -272,11 +272,12 @@ def exists(path: UPath) -> bool:
     return local_path(path).exists() if is_local(path) else head(path) is not None
 
 
-def size_of(path: UPath) -> int:
+def size_of(path: UPath, heads: dict[str, dict] | None = None) -> int:
+    """The file's size (`heads`: a `heads_under` a folder holding `path`, read instead of a HEAD)."""
     path = location(path)
     if is_local(path):
         return local_path(path).stat().st_size
-    found = head(path)
+    found = _head_of(path, heads)
     if found is None:
         raise FileNotFoundError(path.path)
     return found["size"]

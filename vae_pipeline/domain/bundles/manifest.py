@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
+from pathlib import Path
 
 AXES_COLUMNS = ("score_brief_fidelity", "score_composition", "score_typography", "score_motion",
                 "score_craft", "score_engagement")
@@ -35,3 +38,20 @@ def manifest(row: dict, bundle_parts: dict) -> dict:
 
 def manifest_bytes(row: dict, bundle_parts: dict) -> bytes:
     return (json.dumps(manifest(row, bundle_parts), indent=2, ensure_ascii=False, default=list) + "\n").encode()
+
+
+MADE_FROM = ("id", "series", "brief", "archive_sha256", "bundle_parts", *VERDICT_COLUMNS, *AXES_COLUMNS, *USAGE_COLUMNS)
+
+
+@functools.cache
+def _this_code() -> bytes:
+    return Path(__file__).read_bytes()
+
+
+def manifest_inputs(row: dict) -> str:
+    """A digest of everything the manifest of `row` is made from (its values and this module's
+    code): equal digests, equal manifests, so a manifest written from the same ones need not be
+    made again (a new series costs its own manifests, not every episode's)."""
+    digest = hashlib.sha256(_this_code())
+    digest.update(repr([row.get(column) for column in MADE_FROM]).encode())
+    return digest.hexdigest()[:32]

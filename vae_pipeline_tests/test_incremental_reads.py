@@ -3,10 +3,13 @@ reading every file gives; the runs root's fingerprint reads each file's metadata
 
 import hashlib
 import os
+from collections import Counter
 from pathlib import Path
 
 import polars as pl
 
+from vae_pipeline.assets.labels import label_problems
+from vae_pipeline.assets.renders import facts_problems
 from vae_pipeline.domain.episodes.series import series_fingerprint
 from vae_pipeline.storage import io_manager
 from vae_pipeline.storage.io_manager import parquet_bytes, stored_series_tables
@@ -92,3 +95,43 @@ def test_the_series_fingerprint_is_the_one_recorded_before(tmp_path):
     before = series_fingerprint(series)
     (series / "ep-a" / "out.mp4").write_bytes(b"longer than before")
     assert series_fingerprint(series) != before
+
+
+def test_the_labels_checks_over_many_series_at_once_name_each_series_that_does_not_add_up():
+    """The labels' checks over every series in one pass say, per series, what they said one series
+    at a time: worked out by hand below (rubric in force 1.1)."""
+    episodes = pl.DataFrame({"series": ["A"] * 4 + ["B"] * 2 + ["C"] * 2 + ["E"],
+                             "id": ["a1", "a2", "a3", "a4", "b1", "b2", "c1", "c2", "e1"],
+                             "valid": [True, True, True, False, True, True, True, True, True]})
+    verdicts = pl.DataFrame({"series": ["A"] * 3 + ["B"] * 2 + ["C"] * 2 + ["E"],
+                             "id": ["a1", "a2", "a3", "b1", "b2", "c1", "c2", "e1"],
+                             "judge_valid": [True, True, False, True, True, True, True, True]})
+    labels = pl.DataFrame({
+        "series": ["A", "A", "B", "B", "C", "E"], "id": ["a1", "a2", "b1", "b2", "c1", "e1"],
+        "label": ["positive", "negative", "positive", None, "positive", None],
+        "label_error": [None, None, None, "judge.json: no axes", None, None],
+        "stored_host_label": ["negative", "negative", None, None, None, None],
+        "judge_rubric_version": ["1.1", "1.0", None, None, None, None]})
+    # A: 3 valid - 1 invalid judge.json = 2 labels; B: 2 - 1 label error = 1; C: 1 of 2; D: nothing at all
+    problems, drifted, compared = label_problems(["A", "B", "C", "D", "E"], episodes, verdicts, labels, "1.1")
+    assert problems == ["C: {'positive': 1} add up to 1 of 2 labelled episodes"]
+    assert [(row["id"], row["stored_host_label"], row["label"]) for row in drifted] == [("a1", "negative", "positive")]
+    assert compared == Counter({"1.1": 1, "1.0": 1})
+
+
+def test_the_renders_checks_over_many_series_at_once_name_missing_and_impossible_facts():
+    """Worked out by hand: a2 was delivered and has no facts (a3 was not delivered, a4 is invalid);
+    b1's black range ends before it starts, b2 has no width, c1's freeze range runs past its end."""
+    episodes = pl.DataFrame({"series": ["A"] * 4 + ["B"] * 2 + ["C"], "id": ["a1", "a2", "a3", "a4", "b1", "b2", "c1"],
+                             "valid": [True, True, True, False, True, True, True],
+                             "delivered": [True, True, False, True, True, True, True]})
+    ranges = pl.List(pl.Array(pl.Float64, 2))
+    facts = pl.DataFrame({
+        "series": ["A", "B", "B", "C"], "id": ["a1", "b1", "b2", "c1"], "video_ok": [True] * 4,
+        "video_duration_s": [8.0] * 4, "fps": [30.0] * 4, "width": [1920, 1920, 0, 1920], "height": [1080] * 4,
+        "black_ranges": [[[0.0, 0.5]], [[2.0, 1.0]], [], []], "freeze_ranges": [[], [], [], [[7.0, 9.0]]]},
+        schema_overrides={"black_ranges": ranges, "freeze_ranges": ranges})
+    missing, impossible = facts_problems(episodes, facts)
+    assert missing == ["a2"]
+    assert impossible == ["b1: black_ranges [2.0, 1.0] outside [0, 8.0] or unordered", "b2: non-positive size or fps",
+                          "c1: freeze_ranges [7.0, 9.0] outside [0, 8.0] or unordered"]

@@ -118,10 +118,20 @@ def test_unchanged_series_are_left_alone_a_template_change_renders_all_and_a_gon
     out = home / "review-copy"
     assert render_site(inputs, home, out).series_rendered == list(two_then_three["series"])
     before = mtimes(out)
+    searched = []  # the series whose search entries are made
+    made = review_site.search_index
+    monkeypatch.setattr(review_site, "search_index",
+                        lambda rows, inputs: searched.extend(sorted({r["series"] for r in rows})) or made(rows, inputs))
     again = render_site(inputs, home, out)
     assert again.series_rendered == [] and again.series_unchanged == list(two_then_three["series"])
     assert {k: v for k, v in mtimes(out).items() if k != "index.html"} == \
            {k: v for k, v in before.items() if k != "index.html"}
+    assert searched == []
+    lost = out / "search" / f"{two_then_three['series'][1]}.js"  # a search file gone is made again, alone
+    kept = lost.read_bytes()
+    lost.unlink()
+    render_site(inputs, home, out)
+    assert searched == [two_then_three["series"][1]] and lost.read_bytes() == kept
     monkeypatch.setattr(review_site, "templates_version", lambda: "a different template")
     assert render_site(inputs, home, out).series_rendered == list(two_then_three["series"])
     first = two_then_three["series"][0]

@@ -21,7 +21,7 @@ from vae_pipeline.domain.errors import unforeseen
 from vae_pipeline.domain.objects import fresh_listing, put_new
 from vae_pipeline.domain.verdicts.host import carry_history, host_verdict
 from vae_pipeline.domain.verdicts.rubric import AXES, RubricError, load_rubric
-from vae_pipeline.storage.io_manager import other_series_tables, parquet_bytes, read_table
+from vae_pipeline.storage.io_manager import other_series_tables, parquet_bytes, read_table, with_run_tables
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import LABEL_STATE, ProjectMeta, Warehouse
 from vae_pipeline.storage.versions import series_output
@@ -177,7 +177,7 @@ def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehou
     """label, host_rule, host_gates_failed, positive_eligible and the rehosting history, per episode."""
     loaded = rubric_checked_in_force(project_meta, rubric)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    frames, metadata, counted, not_adding_up, drifted, compared = {}, {}, {}, [], [], Counter()
+    frames, metadata, counted = {}, {}, {}
     generations = listed_generations(warehouse) if len(context.partition_keys) > 1 else None
     for series in context.partition_keys:
         frame, changes = record_labels(
@@ -202,15 +202,12 @@ def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehou
         }
     yield series_output(context, frames, with_run_table(metadata, counted), unversioned=("rehosted_at",))
     # the checks speak for every series: this run's, and the stored labels of the others
-    others, outdated = other_series_tables(context, warehouse, CHECKED_COLUMNS)
-    checked = {series: (episodes[series], verdicts[series], frames[series]) for series in frames}
-    checked.update({series: (t["episodes"], t["verdicts"], t["labels"]) for series, t in others.items()})
-    for series, (series_episodes, series_verdicts, frame) in sorted(checked.items()):
-        problem, series_drifted, series_compared = label_problems(series, series_episodes, series_verdicts, frame,
-                                                                  loaded.version)
-        not_adding_up += [problem] if problem else []
-        drifted += series_drifted
-        compared.update(series_compared)
+    others, other_series, outdated = other_series_tables(context, warehouse, CHECKED_COLUMNS)
+    checked = sorted({*frames, *other_series})
+    not_adding_up, drifted, compared = label_problems(
+        checked, with_run_tables({s: episodes[s] for s in frames}, others["episodes"]),
+        with_run_tables({s: verdicts[s] for s in frames}, others["verdicts"]),
+        with_run_tables(frames, others["labels"]), loaded.version)
     where = {"series_checked": len(checked), "series_in_this_run": len(frames)}
     drift_text = "differ from judge.json host.label: " + ", ".join(
         f"{r['id']} ({r['stored_host_label']} → {_label_name(r['label'])})" for r in drifted[:30])
@@ -249,21 +246,29 @@ def no_drift_text(compared: Counter, rubric_version: str, series: int) -> str:
             f"(stored host labels: {stored}), so there is nothing to drift from ({series} series)")
 
 
-def label_problems(series: str, episodes: pl.DataFrame, verdicts: pl.DataFrame, frame: pl.DataFrame,
-                   rubric_version: str) -> tuple[str | None, list[dict], Counter]:
-    """One series' part of the two checks: why its labels do not add up (None when they do), its
-    labels that differ from the host label judge.json stored under the same rubric version, and
-    how many stored host labels there are under each rubric version (those under `rubric_version`
-    are compared)."""
-    counts = Counter(_label_name(label) for label in labelled(frame)["label"].to_list())
-    expected = episodes.filter(pl.col("valid")).height - verdicts.filter(~pl.col("judge_valid")).height
-    expected -= frame.height - labelled(frame).height  # label errors make their episodes invalid
-    problem = None if sum(counts.values()) == expected == labelled(frame).height else (
-        f"{series}: {dict(sorted(counts.items()))} add up to {sum(counts.values())} of {expected} labelled episodes")
-    stored = labelled(frame).filter(pl.col("stored_host_label").is_not_null())
+def label_problems(checked: list[str], episodes: pl.DataFrame, verdicts: pl.DataFrame, labels: pl.DataFrame,
+                   rubric_version: str) -> tuple[list[str], list[dict], Counter]:
+    """The two checks over the series `checked` (each table with `series`, sorted by it), in one
+    pass: why a series' labels do not add up (a line each, for those that do not), the labels that
+    differ from the host label judge.json stored under the same rubric version, and how many stored
+    host labels there are under each rubric version (those under `rubric_version` are compared)."""
+    done = labelled(labels)
+    per_series = pl.DataFrame({"series": checked}, schema={"series": pl.String})
+    for name, rows in (("valid", episodes.filter(pl.col("valid"))), ("bad_judge", verdicts.filter(~pl.col("judge_valid"))),
+                       ("rows", labels), ("labelled", done)):
+        per_series = per_series.join(rows.group_by("series").len(name), on="series", how="left")
+    per_series = per_series.fill_null(0).with_columns(
+        expected=pl.col("valid") - pl.col("bad_judge") - (pl.col("rows") - pl.col("labelled")))  # label errors
+    problems = []
+    for series, expected in per_series.filter(pl.col("labelled") != pl.col("expected")) \
+            .select("series", "expected").iter_rows():
+        counts = Counter(_label_name(label) for label in done.filter(pl.col("series") == series)["label"].to_list())
+        problems.append(f"{series}: {dict(sorted(counts.items()))} add up to {sum(counts.values())} of {expected} "
+                        "labelled episodes")
+    stored = done.filter(pl.col("stored_host_label").is_not_null())
     drifted = stored.filter((pl.col("judge_rubric_version") == rubric_version)
                             & (pl.col("stored_host_label") != pl.col("label").fill_null("unjudged"))).to_dicts()
-    return problem, drifted, Counter(stored["judge_rubric_version"].fill_null("no version").to_list())
+    return problems, drifted, Counter(stored["judge_rubric_version"].fill_null("no version").to_list())
 
 
 def rubric_checked_in_force(project_meta: ProjectMeta, rubric: pl.DataFrame):

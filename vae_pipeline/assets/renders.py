@@ -19,7 +19,7 @@ from vae_pipeline.domain.video.renders import VIDEO, RenderJob, iter_renders
 from vae_pipeline.domain.dataset.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.verdicts.rubric import load_rubric
 from vae_pipeline.domain.video.sampler import sample_times
-from vae_pipeline.storage.io_manager import other_series_tables, read_table
+from vae_pipeline.storage.io_manager import other_series_tables, read_table, with_run_tables
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, Warehouse
 from vae_pipeline.storage.versions import content_version, series_output
@@ -104,15 +104,12 @@ def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
                                                              series, episodes[series], stored, listed)
     yield series_output(context, frames, with_run_table(metadata))
     # the checks speak for every series: this run's, and the stored facts of the others
-    others, outdated = other_series_tables(context, warehouse, {"episodes": ("id", "valid", "delivered"),
-                                                                "renders": tuple(RENDERS_SCHEMA)})
-    checked = {series: (episodes[series], frames[series]) for series in frames}
-    checked.update({series: (t["episodes"], t["renders"]) for series, t in others.items()})
-    missing, problems = [], list(outdated)
-    for _, (series_episodes, frame) in sorted(checked.items()):
-        delivered = series_episodes.filter(pl.col("valid") & pl.col("delivered"))["id"].to_list()
-        missing += sorted(set(delivered) - set(frame["id"].to_list()))
-        problems += facts_out_of_domain(frame)
+    others, other_series, outdated = other_series_tables(context, warehouse, {"episodes": ("id", "valid", "delivered"),
+                                                                              "renders": tuple(RENDERS_SCHEMA)})
+    checked = {*frames, *other_series}
+    missing, impossible = facts_problems(with_run_tables({s: episodes[s] for s in frames}, others["episodes"]),
+                                         with_run_tables(frames, others["renders"]))
+    problems = outdated + impossible
     where = {"series_checked": len(checked), "series_in_this_run": len(frames)}
     yield dg.AssetCheckResult(check_name="every_delivered_video_analysed", passed=not (missing or outdated),
                               metadata=where,
@@ -181,6 +178,14 @@ def render_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, wareho
                                           "video_aspect", "black_ranges", "freeze_ranges", "still", "video_error")),
         "contact_sheets": dg.MetadataValue.md("\n\n".join(shown) or "no decodable video"),
     }
+
+
+def facts_problems(episodes: pl.DataFrame, facts: pl.DataFrame) -> tuple[list[str], list[str]]:
+    """The two checks over many series at once (each table with `series`, sorted by it): the
+    valid delivered episodes without facts, by series and id, and the impossible facts."""
+    delivered = episodes.filter(pl.col("valid") & pl.col("delivered")).select("series", "id").unique(maintain_order=True)
+    missing = delivered.join(facts.select("series", "id"), on=["series", "id"], how="anti").sort("series", "id")
+    return missing["id"].to_list(), facts_out_of_domain(facts)
 
 
 def facts_out_of_domain(frame: pl.DataFrame) -> list[str]:

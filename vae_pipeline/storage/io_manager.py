@@ -183,23 +183,23 @@ def stored_series_tables(warehouse: Warehouse, reader: str, stages: Mapping[str,
 
 
 def other_series_tables(context: dg.AssetExecutionContext, warehouse: Warehouse, columns: Mapping[str, Iterable[str]],
-                        ) -> tuple[dict[str, dict[str, pl.DataFrame]], list[str]]:
-    """The stored tables of the stages in `columns` (those columns) for every series outside this
-    run that has them all, as series -> {stage: table}: what a check over the whole asset reads
-    for the series its run did not cover (a run over one new series must not hide an earlier
-    series' failure). Also, one line for each series whose stored tables lack a column the check
-    reads (written by an older version of the code and not materialized since): the check cannot
-    vouch for it. Only the files changed since the asset's last check are read
-    (`stored_series_tables`); the run's own series too, so that the next run over other series
-    finds them read (a build of every series reads them all once)."""
+                        ) -> tuple[dict[str, pl.DataFrame], list[str], list[str]]:
+    """The stored tables of the stages in `columns` (those columns and `series`, sorted by series)
+    for every series outside this run that has them all, one table per stage, and those series: what a check over
+    the whole asset reads for the series its run did not cover (a run over one new series must
+    not hide an earlier series' failure), checked in one pass, not one a series. Also, one line
+    for each series whose stored tables lack a column the check reads (written by an older
+    version of the code and not materialized since): the check cannot vouch for it. Only the
+    files changed since the asset's last check are read (`stored_series_tables`); the run's own
+    series too, so that the next run over other series finds them read (a build of every series
+    reads them all once)."""
     every = context.instance.get_dynamic_partitions(SERIES)
     in_run = set(context.partition_keys)
     others = [s for s in every if s not in in_run]
     stages = {stage: tuple(names) for stage, names in columns.items()}
     reader = f"{context.asset_key.to_user_string()}-checks"
     tables, faults = stored_series_tables(warehouse, reader, stages, every)
-    split = {stage: table.partition_by("series", as_dict=True, maintain_order=True) for stage, table in tables.items()}
-    result, outdated = {}, []
+    complete, outdated = [], []
     for series in others:
         problems = faults.get(series, [])
         if any(p.endswith(" missing") for p in problems):
@@ -208,9 +208,18 @@ def other_series_tables(context: dg.AssetExecutionContext, warehouse: Warehouse,
             outdated.append(f"{series}: its stored tables lack {', '.join(problems)} (written by an older version); "
                             "materialize the series again")
             continue
-        result[series] = {stage: split[stage].get((series,), tables[stage].clear()).select(stages[stage])
-                          for stage in stages}
-    return result, outdated
+        complete.append(series)
+    # (a stage no series has a file of is a table of `series` alone)
+    return {stage: tables[stage].filter(pl.col("series").is_in(complete))
+            .select(c for c in dict.fromkeys(("series", *stages[stage])) if c in tables[stage].columns)
+            for stage in stages}, complete, outdated
+
+
+def with_run_tables(own: Mapping[str, pl.DataFrame], others: pl.DataFrame) -> pl.DataFrame:
+    """This run's tables of a stage (series -> table) and the other series' (`other_series_tables`)
+    as one table with `series`, sorted by series (a series' rows in their order)."""
+    frames = [_with_series(frame, series) for series, frame in own.items()]
+    return pl.concat([others, *frames], how="diagonal_relaxed").sort("series", maintain_order=True)
 
 
 def _with_series(frame: pl.DataFrame, series: str) -> pl.DataFrame:

@@ -109,7 +109,10 @@ def scrub_changes(name: str, config: ScrubConfig) -> bool:
     return scrub_line(name, config) != name or bool(name_findings(name, config))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def is_series_id(name: str, config: ScrubConfig = NO_NAMES) -> bool:
+    """Whether a folder's name may stand as a series id (asked of every folder at every build and
+    sensor tick: remembered, as the scrub of a name is not cheap)."""
     return bool(SERIES_ID.match(name)) and ".." not in name and not name_credentials(name) \
         and not scrub_changes(name, config)
 

@@ -716,11 +716,13 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
         report.series_removed.append(series)
     for name in LEGACY:
         (out / name).unlink(missing_ok=True)
-    searched: dict[str, list[dict]] = {series: [] for series in by_series}  # by series in one pass, not one a series
-    for entry in search_index(everything, inputs):
+    # the search entries of the series rendered (or whose file is gone), by series in one pass
+    unchanged = {s for s in report.series_unchanged if (out / SEARCH / f"{s}.js").is_file()}
+    searched: dict[str, list[dict]] = {series: [] for series in by_series if series not in unchanged}
+    for entry in search_index([row for row in everything if row["series"] in searched], inputs):
         searched[entry["series"]].append(entry)
-    for series in by_series:
-        report.pages_written += write_if_changed(out / SEARCH / f"{series}.js", _search_script(searched[series]),
+    for series, series_entries in searched.items():
+        report.pages_written += write_if_changed(out / SEARCH / f"{series}.js", _search_script(series_entries),
                                                  durable=False)
     for stale in (out / SEARCH).glob("*.js"):
         if stale.stem not in by_series:

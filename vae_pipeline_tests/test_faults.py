@@ -336,3 +336,47 @@ def test_a_check_planned_by_a_dead_run_is_not_evaluated_everywhere(pipeline_env)
     # the card must run again (with its checks): every partition and the unpartitioned asset
     assert unevaluated_partitions(instance, [key], ["s1", "s2"]) == {key.asset_key: {"s1", "s2", None}}
     instance.dispose()
+
+
+def test_a_sweep_with_its_record_reads_only_the_folders_changed_since_and_never_misses_a_writer_that_died(
+        tmp_path, monkeypatch):
+    """The second sweep lists the folder a killed write changed and the one a live writer's temp
+    kept from being recorded, not the 40 others; the live writer, killed since without its folder
+    changing, has its temp removed all the same. A folder changed just before a sweep is read
+    again by the next: a write within the same tick of its clock leaves its time as it was."""
+    from vae_pipeline.domain import files
+    from vae_pipeline.domain.processes import host_mark
+
+    root, record = tmp_path / "home", tmp_path / "record" / "host.json"
+    for n in range(40):
+        (root / "frames" / f"s{n}" / "ep").mkdir(parents=True)
+    (root / "videos").mkdir()
+    live = subprocess.Popen(["sleep", "60"])
+    (root / "videos" / f".a.mp4.{host_mark()}-{live.pid}-a1b2c3d4.part").write_bytes(b"x")
+    past = time.time() - 60
+    for folder in [p for p in root.rglob("*") if p.is_dir()] + [root]:
+        os.utime(folder, (past, past))  # changed well before the sweep's clock
+    listed = []
+    scandir = os.scandir
+    monkeypatch.setattr(files.os, "scandir", lambda path: listed.append(Path(path)) or scandir(path))
+    assert files.sweep_temp_files(root, record) == []
+    assert len(listed) == 1 + 1 + 40 * 2 + 1  # the first sweep reads every folder
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    killed = root / "frames" / "s7" / "ep" / f".f00.jpg.{host_mark()}-{dead.pid}-q1w2e3r4.part"
+    killed.write_bytes(b"x")
+    live.kill()
+    live.wait()
+    listed.clear()
+    swept = files.sweep_temp_files(root, record)
+    assert sorted(swept) == sorted([killed, root / "videos" / f".a.mp4.{host_mark()}-{live.pid}-a1b2c3d4.part"])
+    assert sorted(listed) == [root / "frames" / "s7" / "ep", root / "videos"]
+    listed.clear()
+    assert files.sweep_temp_files(root, record) == []
+    assert sorted(listed) == [root / "frames" / "s7" / "ep", root / "videos"]  # changed just now: read again
+    fresh = root / "frames" / "s7" / "ep"
+    was = fresh.stat().st_mtime_ns
+    late = fresh / f".f01.jpg.{host_mark()}-{dead.pid}-z9y8x7w6.part"
+    late.write_bytes(b"x")
+    os.utime(fresh, ns=(was, was))  # as if written in the tick the last sweep read the folder in
+    assert files.sweep_temp_files(root, record) == [late]

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from vae_pipeline.domain.files import sweep_temp_files
+from vae_pipeline.domain.files import SWEPT, sweep_temp_files
 from vae_pipeline.domain.objects import absolute, is_local, location, machine_folder, scratch_root
+from vae_pipeline.domain.processes import host_mark
 from vae_pipeline.domain.scrub.lines import scrub_line
 from vae_pipeline.domain.scrub.texts import ScrubConfig, parse_user_names
 from vae_pipeline.engines.instance import open_instance, postgres_url, writer_lock
@@ -94,12 +95,17 @@ def recovered_instance(env: dict[str, str], *, holds_writer_lock: bool = False) 
         say(f"recovered: pool slots of {len(done.freed_runs)} finished run(s) freed")
     # on disk: the home and the dataset folder; for a bucket, this machine's copy of it (a PUT
     # leaves no temp object behind)
-    folders = {machine_folder(url, env.get("VAE_SCRATCH", "")) for url in (env["VAE_HOME"], env.get("VAE_DATASET_DIR"))
-               if url}
+    scratch = env.get("VAE_SCRATCH", "")
+    home = machine_folder(env["VAE_HOME"], scratch)
+    folders = {home}
+    if env.get("VAE_DATASET_DIR"):
+        folders.add(machine_folder(env["VAE_DATASET_DIR"], scratch))
     runs = env.get("VAE_RUNS_ROOT", "")
     if "://" in runs:  # a bucket's files fetched here (a runs root on disk is never written)
-        folders.add(scratch_root(env.get("VAE_SCRATCH", ""), runs))
-    swept = [path for folder in sorted(folders) if folder.is_dir() for path in sweep_temp_files(folder)]
+        folders.add(scratch_root(scratch, runs))
+    # the home (many folders) read where it changed since this host's last sweep; the others whole
+    swept = [path for folder in sorted(folders) if folder.is_dir()
+             for path in sweep_temp_files(folder, home / SWEPT / f"{host_mark()}.json" if folder == home else None)]
     if swept:
         say(f"recovered: {len(swept)} temp file(s) of killed writes removed")
     return instance

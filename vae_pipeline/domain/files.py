@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -166,26 +167,82 @@ def create_new(path: Path, data: bytes) -> bool:
         Path(tmp).unlink(missing_ok=True)
 
 
-def sweep_temp_files(root: Path) -> list[Path]:
+SWEPT = "swept"  # under the home: `<host mark>.json`, the folders that host's last sweep found clean
+RACY_NS = 2_000_000_000  # a folder changed this close to a sweep may change again within its clock's tick
+
+
+def sweep_temp_files(root: Path, record: Path | None = None) -> list[Path]:
     """Remove what killed writers left under `root`: the temp names above whose writer ran on this
     host and is gone (a live writer's are kept; any other file is never touched). A folder swapped
     out (`.old`) whose target is missing — a kill between the two renames — is put back instead.
-    Returns what was removed or put back."""
+    Returns what was removed or put back.
+
+    With `record` (this host's own file, outside `root`'s published part), only the folders
+    changed since the last sweep are read: creating, removing or renaming an entry changes a
+    folder's modification time, so a folder with the inode and time recorded when a sweep found
+    it holding no temp name is not listed again (its subfolders are still visited). A folder
+    changed within `RACY_NS` of that sweep, by the file system's own clock, is not recorded."""
     swept: list[Path] = []
     mark = host_mark()
-    for folder, dirs, files in os.walk(root):
-        for name in [*dirs, *files]:
-            match = TEMP_NAME.match(name)
-            if not match or match["host"] != mark or pid_running(int(match["pid"])):
-                continue
-            path = Path(folder) / name
-            target = path.with_name(match["name"])
-            if match["kind"] == "old" and not target.exists():
-                os.rename(path, target)
-            elif path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-            swept.append(path)
-        dirs[:] = [d for d in dirs if not TEMP_NAME.match(d)]
+    known, now = _sweep_record(record)
+    clean: dict[str, list] = {}
+
+    def visit(folder: str, rel: str) -> None:
+        try:
+            found = os.stat(folder)
+        except OSError:
+            return
+        entry = known.get(rel)
+        if isinstance(entry, list) and len(entry) == 3 and entry[:2] == [found.st_ino, found.st_mtime_ns]:
+            clean[rel] = entry
+            subfolders = entry[2]
+        else:
+            try:
+                with os.scandir(folder) as scan:
+                    children = list(scan)
+            except OSError:
+                return
+            subfolders, holds_temp = [], False
+            for child in children:
+                match = TEMP_NAME.match(child.name)
+                if match is None:
+                    if child.is_dir(follow_symlinks=False):
+                        subfolders.append(child.name)
+                    continue
+                if match["host"] != mark or pid_running(int(match["pid"])):
+                    holds_temp = True
+                    continue
+                path = Path(child.path)
+                target = path.with_name(match["name"])
+                if match["kind"] == "old" and not target.exists():
+                    os.rename(path, target)
+                elif child.is_dir(follow_symlinks=False):
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+                swept.append(path)
+            if not holds_temp and now is not None and found.st_mtime_ns < now - RACY_NS:
+                clean[rel] = [found.st_ino, found.st_mtime_ns, sorted(subfolders)]
+        for name in sorted(subfolders):
+            visit(os.path.join(folder, name), f"{rel}/{name}" if rel else name)
+
+    visit(str(root), "")
+    if record is not None:
+        write_if_changed(record, json.dumps({"folders": clean}, separators=(",", ":")).encode(), durable=False)
     return swept
+
+
+def _sweep_record(record: Path | None) -> tuple[dict[str, list], int | None]:
+    """What the last sweep with `record` found clean, and the file system's time now (from a file
+    written next to it, not this machine's clock: a shared home's server may keep another)."""
+    if record is None:
+        return {}, None
+    record.parent.mkdir(parents=True, exist_ok=True)
+    clock = record.with_name(f"{record.name}.clock")
+    clock.write_bytes(b"")
+    now = clock.stat().st_mtime_ns
+    try:
+        folders = json.loads(record.read_bytes())["folders"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}, now  # none yet, or unreadable: every folder is read
+    return (folders if isinstance(folders, dict) else {}), now

@@ -11,9 +11,10 @@ import polars as pl
 from vae_pipeline.assets.labels import label_problems
 from vae_pipeline.assets.renders import facts_problems
 from vae_pipeline.domain.episodes.series import series_fingerprint
+from vae_pipeline.domain.objects import listings_held
 from vae_pipeline.storage import io_manager
 from vae_pipeline.storage.io_manager import parquet_bytes, stored_series_tables
-from vae_pipeline.storage.resources import Warehouse
+from vae_pipeline.storage.resources import RunsRoot, Warehouse
 
 
 def _store(home: Path, stage: str, series: str, frame: pl.DataFrame) -> None:
@@ -135,3 +136,20 @@ def test_the_renders_checks_over_many_series_at_once_name_missing_and_impossible
     assert missing == ["a2"]
     assert impossible == ["b1: black_ranges [2.0, 1.0] outside [0, 8.0] or unordered", "b2: non-positive size or fps",
                           "c1: freeze_ranges [7.0, 9.0] outside [0, 8.0] or unordered"]
+
+
+def test_a_series_fingerprint_is_taken_once_while_the_runs_root_is_held_and_afresh_after(tmp_path):
+    """A build holds the runs root: its planning rounds and steps see each series as first read
+    (one walk of its files, not one a round); outside a hold, and in the next build, a change shows."""
+    (tmp_path / "s1" / "ep").mkdir(parents=True)
+    (tmp_path / "s1" / "ep" / "brief.json").write_text("{}")
+    runs_root = RunsRoot(path=str(tmp_path))
+    before = runs_root.fingerprint("s1")
+    with listings_held(str(tmp_path)):
+        assert runs_root.fingerprint("s1") == before
+        (tmp_path / "s1" / "ep" / "judge.json").write_text("{}")
+        assert runs_root.fingerprint("s1") == before
+    after = runs_root.fingerprint("s1")
+    assert after != before and after == series_fingerprint(tmp_path / "s1")
+    (tmp_path / "s1" / "ep" / "out.mp4").write_bytes(b"x")
+    assert runs_root.fingerprint("s1") not in (before, after)  # not held: each call looks again

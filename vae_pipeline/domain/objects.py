@@ -385,13 +385,15 @@ def listing(folder: UPath) -> dict[str, dict]:
 
 class _HeldListings:
     """The listings taken under the bucket prefixes a unit of work holds (`listings_held`), by
-    the folder listed: a folder listed again, or one inside it, is answered from them."""
+    the folder listed: a folder listed again, or one inside it, is answered from them. Under a
+    held folder on disk, each folder's `fingerprint`, computed once."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._roots: dict[str, int] = {}  # held prefix -> how many holders
         self._taken: dict[str, dict[str, dict]] = {}  # folder listed -> its files
         self._by_top: dict[str, dict[str, dict[str, dict]]] = {}  # folder listed -> top folder -> its files
+        self._fingerprints: dict[str, str] = {}  # folder on disk -> its fingerprint
 
     def hold(self, root: str) -> None:
         with self._lock:
@@ -404,6 +406,20 @@ class _HeldListings:
                 del self._roots[root]
                 self._taken = {folder: files for folder, files in self._taken.items() if not _under(folder, root)}
                 self._by_top = {folder: tops for folder, tops in self._by_top.items() if folder in self._taken}
+                self._fingerprints = {folder: value for folder, value in self._fingerprints.items()
+                                      if not _under(folder, root)}
+
+    def fingerprint(self, folder: str, compute: Callable[[], str]) -> str:
+        with self._lock:
+            held = any(_under(folder, root) for root in self._roots)
+            known = self._fingerprints.get(folder) if held else None
+        if known is not None:
+            return known
+        value = compute()
+        if held:
+            with self._lock:
+                self._fingerprints[folder] = value
+        return value
 
     def answer(self, folder: UPath) -> dict[str, dict] | None:
         if is_local(folder):
@@ -450,17 +466,21 @@ def listings_held(root: UPath | str) -> Iterator[None]:
     listed once (a folder inside one listed before, not at all). For a prefix the pipeline only
     reads (the runs root) during one build or run: every step sees the same files, which the
     versions it records were computed from, in one LIST instead of one per step and purpose.
-    On disk: nothing changes."""
+    On disk, each folder's `held_fingerprint` is taken once."""
     root = location(root)
-    if is_local(root):
-        yield
-        return
-    path = root.path.rstrip("/")
+    path = str(local_path(root)) if is_local(root) else root.path.rstrip("/")
     _HELD.hold(path)
     try:
         yield
     finally:
         _HELD.release(path)
+
+
+def held_fingerprint(folder: Path, compute: Callable[[], str]) -> str:
+    """`compute()`, a fingerprint of the folder on disk `folder`; under a folder `listings_held`
+    holds, taken once for the whole build or run (its planning rounds and steps see the runs root
+    as first read, as on a bucket: a change made meanwhile is found by the next build)."""
+    return _HELD.fingerprint(str(folder), compute)
 
 
 def fresh_listing(folder: UPath) -> dict[str, dict]:

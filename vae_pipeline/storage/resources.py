@@ -31,6 +31,7 @@ from vae_pipeline.domain.objects import (
     is_local,
     bucket_listing,
     listing,
+    held_fingerprint,
     listings_held,
     location,
     read_bytes,
@@ -112,7 +113,7 @@ class RunsRoot(dg.ConfigurableResource):
         if not mirror.is_remote:
             folder = mirror.local / rel
             if not top_jsonl:
-                return series_fingerprint(folder)
+                return held_fingerprint(folder, lambda: series_fingerprint(folder))
             listing = repr([(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.jsonl"))])
             return hashlib.sha256(listing.encode()).hexdigest()[:24]  # the names are input: never recorded
         entries = [entry for entry in fingerprint_entries(mirror.remote / rel)

@@ -25,7 +25,7 @@ from vae_pipeline.assets.dataset_episodes import (
     manifest_checked_part,
     manifest_name,
     dataset_episodes,
-    published_rows,
+    published_table,
     rows_vs_archives,
     video_in_place,
 )
@@ -42,7 +42,7 @@ from vae_pipeline.domain.episodes.provenance import (
 )
 from vae_pipeline.domain.check_items import said_of
 from vae_pipeline.domain.dataset.rows import publishable
-from vae_pipeline.domain.objects import exists, listed_identity, listing, put_bytes, read_bytes
+from vae_pipeline.domain.objects import exists, is_local, listed_identity, listing, put_bytes, read_bytes
 from vae_pipeline.storage.io_manager import ROLLUPS
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, Warehouse
 
@@ -87,8 +87,11 @@ def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) 
                 description="No unreviewed scrub finding (e-mail, IP, leftover credential) in a published file"
                 + REFUSES_THE_RELEASE)
 def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    said = [said_of(r, f"{f['file']}:{f['line']} {f['kind']}")
-            for r in published_rows(dataset_folder, episode_table) for f in r["findings"] or [] if not f["allowed"]]
+    published = published_table(dataset_folder, episode_table)
+    # one row a finding not allowed, in the rows' order (few, and made dicts alone)
+    unreviewed = published.select("series", "id", "findings").explode("findings").drop_nulls("findings") \
+        .unnest("findings").filter(~pl.col("allowed")) if published.height else published
+    said = [said_of(r, f"{r['file']}:{r['line']} {r['kind']}") for r in unreviewed.iter_rows(named=True)]
     return _by_episode(
         "no unreviewed finding", said, f"{len(said)} finding(s):",
         "Fix the input, accept a reviewed finding with `vae allow EPISODE FILE:LINE KIND --reason …` (it lists "
@@ -100,7 +103,7 @@ def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame
 def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse, dataset_folder: DatasetFolder,
                     episode_table: pl.DataFrame, folder: str, digest: str, files_of: Callable[[dict], list[str]],
                     problems_of: Callable[[dict, list[dict | None], Path | None], list[str]],
-                    staged_of: Callable[[dict], str | None],
+                    staged_of: Callable[[dict], str | None], columns: tuple[str, ...],
                     checked_of: Callable[[dict, dict | None], str | None] | None = None) -> list[dict]:
     """What `problems_of` says of each published row (`said_of`), asked only for the rows whose
     files (`files_of`, under `folder`) were written since this check last found them right, by
@@ -113,7 +116,10 @@ def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse
     `problems_of` gets the files' entries in one listing of `folder` (None: absent) and this
     machine's copy of the row's staged file (`staged_of`, fetched from the home with one listing
     when it is a bucket): on a bucket, a file whose listed size and ETag show it holds the staged
-    copy's bytes is read from that copy, not downloaded again."""
+    copy's bytes is read from that copy, not downloaded again.
+
+    `files_of` and `staged_of` read `columns` of a row (and `series`, `id`, `digest`): every
+    published row is taken with those alone; those whose files changed, with all their columns."""
     record = warehouse.home / ROLLUPS / f"{context.check_specs[0].name}.json"
     before: dict[str, list] = {}
     if context.run.job_name != PUBLISH_CHECKS_JOB and exists(record):
@@ -123,8 +129,12 @@ def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse
         except ValueError:  # a record that cannot be read costs reading the files again
             before = {}
     listed = listing(dataset_folder.root / folder)
+    published = published_table(dataset_folder, episode_table)
+    narrow = published.select(list(dict.fromkeys(("series", "id", digest, *columns)))).to_dicts() \
+        if published.height else []
     decided = []  # (row, names, listed entries, identity, what was checked, whether to ask problems_of)
-    for row in published_rows(dataset_folder, episode_table):
+    changed = []  # the indexes in `decided` of the rows whose files are not as last found right
+    for row in narrow:
         names = files_of(row)
         if not names:
             continue
@@ -132,14 +142,21 @@ def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse
         identity = "|".join([*(listed_identity(info) for info in found), row[digest] or ""]) \
             if all(found) else None
         seen = before.get(names[0], [None, None])
-        checked = None
         if identity is not None and seen[0] == identity:
-            checked = seen[1]
-        elif identity is not None and checked_of is not None:
+            decided.append((row, names, found, identity, seen[1], False))
+        else:
+            changed.append(len(decided))
+            decided.append((row, names, found, identity, None, True))
+    whole = {r["id"]: r for r in published.filter(pl.col("id").is_in([decided[i][0]["id"] for i in changed]))
+             .to_dicts()} if changed else {}
+    for index in changed:
+        row, names, found, identity, _, _ = decided[index]
+        row, checked = whole[row["id"]], None
+        if identity is not None and checked_of is not None:
             part = checked_of(row, found[-1])
             checked = None if part is None else f"{listed_identity(found[0])}|{part}|{row[digest] or ''}"
-        ask = not (identity is not None and seen[0] == identity) and not (checked is not None and seen[1] == checked)
-        decided.append((row, names, found, identity, checked, ask))
+        seen = before.get(names[0], [None, None])
+        decided[index] = (row, names, found, identity, checked, not (checked is not None and seen[1] == checked))
     staged = _staged_copies(warehouse, [staged_of(row) for row, *_, ask in decided if ask])
     said, alike = [], {}
     for row, names, found, identity, checked, ask in decided:
@@ -169,7 +186,7 @@ def files_match_manifests(context: dg.AssetCheckExecutionContext, dataset_folder
     said = _problems_since(context, warehouse, dataset_folder, episode_table, "episodes", "archive_sha256",
                            lambda row: [row["archive"], manifest_name(row)],
                            lambda row, found, local: archive_problems(dataset_folder.root, row, found, local),
-                           lambda row: row.get("staged_archive"),
+                           lambda row: row.get("staged_archive"), ("archive", "staged_archive"),
                            lambda row, found: manifest_checked_part(dataset_folder.root, row, found))
     return _by_episode("every archive matches its manifest", said, f"{len(said)} archive problem(s) against the manifests:",
                        "Rebuild (vae build) to rewrite the files, or withhold the episode.")
@@ -183,7 +200,7 @@ def delivered_videos_present(context: dg.AssetCheckExecutionContext, dataset_fol
                            lambda row: [row["video"]] if row["video"] else [],
                            lambda row, found, local: [] if video_in_place(dataset_folder.root, row, found[0], local)
                            else [row["video"]],
-                           lambda row: row.get("staged_video"))
+                           lambda row: row.get("staged_video"), ("video", "staged_video"))
     return _by_episode("every delivered video is in videos/", said,
                        f"{len(said)} delivered video(s) missing or different in videos/:",
                        "Rebuild, or withhold the episode.")
@@ -193,7 +210,9 @@ def delivered_videos_present(context: dg.AssetCheckExecutionContext, dataset_fol
                 description="episodes.jsonl, the archives and the manifests name the same episodes"
                 + REFUSES_THE_RELEASE)
 def rows_and_archives_agree(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    written = {row["id"]: row for row in episode_table.to_dicts()} if episode_table.height else {}
+    # on a bucket, the rows whose manifests a listing may show stored as written (on disk, read)
+    written = {row["id"]: row for row in episode_table.to_dicts()} \
+        if episode_table.height and not is_local(dataset_folder.root) else {}
     said = rows_vs_archives(dataset_folder.root, written)
     return _by_episode("rows, archives and manifests agree", said,
                        f"{len(said)} disagreement(s) between episodes.jsonl, the archives and the manifests:",

@@ -1,6 +1,6 @@
 """Benchmark: cost that grows with the change, not with the dataset (1,000 and 10,000 episodes).
 
-    python benchmarks/bench_scale.py [--episodes 1000] [--episodes 100,1000] [--profile DIR] [--floor 250]
+    python benchmarks/bench_scale.py [--episodes 1000] [--episodes 100,1000] [--profile DIR] [--floor 250] [--keep] [--runs-from DIR]
 
 For each size N (series of 4 good episodes, the generator's own thumbnail clips: 192x108 / 108x192
 / 144x144 at 15 fps, ~0.1 MB an episode, so 10,000 fit the machine), in a temp dir with its own
@@ -139,7 +139,8 @@ def forget_recorded_versions() -> None:
                                                 for key in (*UPSTREAM_OF_LABELS, "labels")})
 
 
-def one_size(n: int, root: Path, profile: Path | None, ui: bool = False) -> dict[str, float]:
+def one_size(n: int, root: Path, profile: Path | None, ui: bool = False,
+             runs_from: Path | None = None) -> dict[str, float]:
     from vae_pipeline.domain.review.site import SITE_DIR
     from vae_pipeline.sample.generator import generate
 
@@ -149,15 +150,21 @@ def one_size(n: int, root: Path, profile: Path | None, ui: bool = False) -> dict
     with isolated_env(root, meta):
         runs, held, out = root / "runs", root / "held", root / "dataset"
         start = time.perf_counter()
-        sample = generate(runs, meta, series=n // PER_SERIES + 1, episodes=PER_SERIES, seed=0, bad=False)
-        completed = sorted(s for s, status in sample.series.items() if status == "completed")
-        new_series = completed[-1]
-        held.mkdir()
-        (runs / new_series).rename(held / new_series)
+        if runs_from is not None:  # what an earlier run generated and held back, as it left them
+            (runs_from / "runs").rename(runs)
+            (runs_from / "held").rename(held)
+            new_series = next(held.iterdir()).name
+            made = f"took the runs generated in {runs_from}"
+        else:
+            sample = generate(runs, meta, series=n // PER_SERIES + 1, episodes=PER_SERIES, seed=0, bad=False)
+            completed = sorted(s for s, status in sample.series.items() if status == "completed")
+            new_series = completed[-1]
+            held.mkdir()
+            (runs / new_series).rename(held / new_series)
+            made = f"generated {len(sample.episodes)} thumbnail episodes in {len(sample.series)} series"
         size = sum(p.stat().st_size for p in runs.rglob("*") if p.is_file())
-        print(f"N={n}: generated {len(sample.episodes)} thumbnail episodes in {len(sample.series)} series "
-              f"({size / 1e6:.0f} MB in the runs root without {new_series}) in {time.perf_counter() - start:.0f} s; "
-              f"{load()}", flush=True)
+        print(f"N={n}: {made} ({size / 1e6:.0f} MB in the runs root without {new_series}) in "
+              f"{time.perf_counter() - start:.0f} s; {load()}", flush=True)
         site = Path(os.environ["VAE_HOME"]) / SITE_DIR
         problems: list[str] = []
         figures: list[tuple[str, float, Timing]] = []  # name, wall seconds, where the time went
@@ -326,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor-on", choices=tuple(NAMES), default="sqlite", help="the instance the floors use")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (printed)")
     parser.add_argument("--ui", action="store_true", help="also time the Dagster UI's labels pages in Chromium")
+    parser.add_argument("--runs-from", type=Path, help="a folder --keep kept: its sizes' generated runs are taken "
+                                                       "(moved) instead of generating them again")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -342,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
             dagster_step_floor(20, root, args.floor_on)
         per_episode = {}
         for n in (int(s) for s in args.episodes.split(",") if s):
-            results = one_size(n, root / str(n), args.profile, args.ui)
+            results = one_size(n, root / str(n), args.profile, args.ui,
+                               args.runs_from / str(n) if args.runs_from else None)
             per_episode[n] = results["full"] / n
             failed += results["problems"]
         if len(per_episode) > 1:

@@ -193,7 +193,8 @@ def sweep_temp_files(root: Path, record: Path | None = None) -> list[Path]:
         except OSError:
             return
         entry = known.get(rel)
-        if isinstance(entry, list) and len(entry) == 3 and entry[:2] == [found.st_ino, found.st_mtime_ns]:
+        if isinstance(entry, list) and len(entry) == 3 and entry[:2] == [found.st_ino, found.st_mtime_ns] \
+                and isinstance(entry[2], list) and all(isinstance(name, str) for name in entry[2]):
             clean[rel] = entry
             subfolders = entry[2]
         else:

@@ -185,14 +185,14 @@ def stored_series_tables(warehouse: Warehouse, reader: str, stages: Mapping[str,
 def other_series_tables(context: dg.AssetExecutionContext, warehouse: Warehouse, columns: Mapping[str, Iterable[str]],
                         ) -> tuple[dict[str, pl.DataFrame], list[str], list[str]]:
     """The stored tables of the stages in `columns` (those columns and `series`, sorted by series)
-    for every series outside this run that has them all, one table per stage, and those series: what a check over
-    the whole asset reads for the series its run did not cover (a run over one new series must
-    not hide an earlier series' failure), checked in one pass, not one a series. Also, one line
-    for each series whose stored tables lack a column the check reads (written by an older
-    version of the code and not materialized since): the check cannot vouch for it. Only the
-    files changed since the asset's last check are read (`stored_series_tables`); the run's own
-    series too, so that the next run over other series finds them read (a build of every series
-    reads them all once)."""
+    for every series outside this run that has them all, one table per stage, and those series:
+    what a check over the whole asset reads for the series its run did not cover (a run over one
+    new series must not hide an earlier series' failure), checked in one pass, not one a series.
+    Also, one line for each series whose stored tables lack a column the check reads (written by
+    an older version of the code and not materialized since): the check cannot vouch for it. Only
+    the files changed since the asset's last check are read (`stored_series_tables`); the run's
+    own series too, so that the next run over other series finds them read (a build of every
+    series reads them all once)."""
     every = context.instance.get_dynamic_partitions(SERIES)
     in_run = set(context.partition_keys)
     others = [s for s in every if s not in in_run]

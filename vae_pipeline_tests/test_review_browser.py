@@ -35,7 +35,7 @@ import polars as pl
 import pytest
 import zstandard
 from PIL import Image
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from vae_pipeline.cli import main
 from vae_pipeline.cli.build import build
@@ -312,11 +312,13 @@ def test_series_page_filters_by_label_and_lists_invalid_episodes(site, sample_ru
     series = next(s for s, status in sample_runs.series.items() if status == "completed")
     assert not open_page(page, (site["root"] / "series" / f"{series}.html").as_uri())
     labels = [r["label"] or "unjudged" for r in site["table"].filter(pl.col("series") == series).to_dicts() if r["valid"]]
-    page.click("[data-filter=FAIL]")
-    shown = page.eval_on_selector_all("tr[data-label]:not([hidden])", "rows => rows.map(r => r.dataset.label)")
-    assert shown == ["FAIL"] * labels.count("FAIL") and shown
+    shown = page.locator("tr[data-label]:not([hidden])")
+    assert labels.count("FAIL")
+    page.click("[data-filter=FAIL]")  # the rows are filtered on hashchange, which fires after the click returns
+    expect(shown).to_have_count(labels.count("FAIL"))
+    assert shown.evaluate_all("rows => rows.map(r => r.dataset.label)") == ["FAIL"] * labels.count("FAIL")
     page.click("[data-filter=all]")
-    assert page.locator("tr[data-label]:not([hidden])").count() == len(labels)
+    expect(shown).to_have_count(len(labels))
     invalid = set(page.eval_on_selector_all("tr[data-invalid]", "rows => rows.map(r => r.dataset.invalid)"))
     assert invalid == {p.episode_id for p in sample_runs.episodes if p.bad and p.series == series}
     broken_line = next(p for p in sample_runs.episodes if p.bad == "bad_jsonl_line" and p.series == series)
@@ -363,7 +365,7 @@ def test_screenshots_of_the_three_kinds_of_page(site, sample_runs, page, tmp_pat
 def test_a_long_transcript_shows_every_call_the_nested_subagent_and_its_images(site, page):
     plan, planned = site["long"], site["long_plan"]
     pages = transcript_pages(site, plan)
-    calls, nested = [], []
+    calls, nested, widths = [], [], []
     for path in pages:
         assert path.stat().st_size <= MAX_PAGE_BYTES, path.name
         assert not open_page(page, path.as_uri()), path.name
@@ -371,12 +373,11 @@ def test_a_long_transcript_shows_every_call_the_nested_subagent_and_its_images(s
         calls += page.eval_on_selector_all(".transcript > .msg .tool-call", "cs => cs.map(c => c.dataset.call)")
         nested += page.eval_on_selector_all(f".subagent[data-subagent='{SUBAGENT_CALL}'] .tool-call",
                                             "cs => cs.map(c => c.dataset.call)")
-        if page.locator(".observation").count():
-            images = page.eval_on_selector_all("img.observation", "is => is.map(i => i.naturalWidth)")
-            assert all(width == 160 for width in images)  # the planted 160×90 pictures, slimmed to WebP
+        widths += page.eval_on_selector_all("img.observation", "is => is.map(i => i.naturalWidth)")
         assert "data:" not in path.read_text().replace('href="data:,"', "")  # no inline picture
     assert calls == [*planned.main_calls[:12], *planned.subagent_calls, *planned.main_calls[12:]]
     assert nested == planned.subagent_calls
+    assert widths and set(widths) == {160}  # the planted 160×90 pictures, slimmed to WebP
     # the episode's page links every transcript page; the scrub's placeholder is highlighted
     assert not open_page(page, episode_page(site, plan).as_uri())
     assert page.locator("#transcript tr[data-member='messages.jsonl'] td a").count() == len(pages)

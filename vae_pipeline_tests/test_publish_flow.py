@@ -1,6 +1,7 @@
 """`vae publish` end to end: refused while a publish check fails, then a dry run and one commit
 to the Hub stand-in, through the real huggingface_hub client."""
 
+import importlib
 import json
 import os
 from pathlib import Path
@@ -198,6 +199,42 @@ def test_the_publish_job_reads_every_archive_that_builds_found_alike(sample_runs
     assert f"{archive.relative_to(dataset).as_posix()}: sha256 differs from its manifest" in refusal, out
 
 
+def test_the_rows_check_reads_only_the_manifests_written_since_and_the_release_reads_every_one(
+        sample_runs, pipeline_env, tmp_path, hub, monkeypatch, capsys):
+    """`rows_and_archives_agree` in a build reads again only the manifests written since it found
+    them agree with their rows (by size, mtime and inode): after one episode changes, its manifest
+    alone. The release reads every manifest: one changed in place, its size and mtime kept, is
+    refused."""
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    dataset = pipeline_env["dataset"]
+    build(runs, dataset)
+    series = next(s for s, status in sample_runs.series.items() if status == "completed")
+    changed = next(p for p in sample_runs.episodes if p.series == series and p.bad is None and not p.archive)
+    (runs / series / changed.episode_id / "work" / "README.txt").write_text("a note added after the run\n")
+    tampered = next(p for p in sorted(dataset.glob("episodes/*/*.json")) if p.stem != changed.episode_id)
+    before, data = tampered.stat(), tampered.read_text()
+    sha = json.loads(data)["archive_sha256"]
+    with open(tampered, "r+", encoding="utf-8") as handle:  # the same file, its size and mtime kept
+        handle.write(data.replace(sha, sha[::-1]))
+    os.utime(tampered, ns=(before.st_atime_ns, before.st_mtime_ns))
+    read = []
+    module = importlib.import_module("vae_pipeline.assets.dataset_episodes")  # the package names the asset so
+    real = module.manifest_archive_sha256
+    monkeypatch.setattr(module, "manifest_archive_sha256",
+                        lambda path, *rest: read.append(Path(path.path).stem) or real(path, *rest))
+    assert build(runs, dataset)["materialized"]["dataset_episodes"] == [None]
+    assert read == [changed.episode_id]
+    check = dg.DagsterInstance.get().get_latest_asset_check_evaluation_record(
+        dg.AssetCheckKey(dg.AssetKey("dataset_episodes"), "rows_and_archives_agree"))
+    assert check.evaluation.passed
+    monkeypatch.setattr(module, "manifest_archive_sha256", real)  # the env the fixtures set stays
+    code, out = _publish(capsys, dataset, "--runs", str(runs))
+    assert code == 1
+    assert reason(out, "rows_and_archives_agree")[1] == \
+        f"  - {json.loads(data)['series']}/{tampered.stem}: " \
+        "archive_sha256 in episodes.jsonl differs from the manifest", out
+
+
 def test_a_rehost_rewrites_every_manifest_and_the_build_reads_no_archive_again(sample_runs, pipeline_env, tmp_path,
                                                                               monkeypatch, capsys):
     """What a manifest says of its archive (sha256, members) does not change with the label: the
@@ -218,6 +255,7 @@ def test_a_rehost_rewrites_every_manifest_and_the_build_reads_no_archive_again(s
     check = dg.DagsterInstance.get().get_latest_asset_check_evaluation_record(
         dg.AssetCheckKey(dg.AssetKey("dataset_episodes"), "files_match_manifests"))
     assert check.evaluation.passed
-    monkeypatch.undo()
+    monkeypatch.setattr(publish_checks, "archive_problems", archive_problems)  # the env the fixtures set stays
     code, out = _publish(capsys, dataset, "--runs", str(runs))
+    assert code == 1 and "publishing refused" in out  # by the sample's planted bad episodes, not this check
     assert "files_match_manifests" not in out.split("publishing refused", 1)[-1], out

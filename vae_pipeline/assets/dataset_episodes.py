@@ -12,10 +12,10 @@ from vae_pipeline.domain.episodes.episode_files import archive_digests
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.objects import (
     exists,
-    files_under,
     heads_under,
     is_local,
     known_bytes,
+    listed_identity,
     listing,
     location,
     place_file,
@@ -28,20 +28,23 @@ from vae_pipeline.domain.objects import (
     uploads_in_background,
     write_if_changed,
 )
-from vae_pipeline.domain.bundles.manifest import manifest_bytes, manifest_inputs
+from vae_pipeline.domain.bundles.manifest import MADE_FROM, manifest_bytes, manifest_inputs
 from vae_pipeline.domain.check_items import said_of
 from vae_pipeline.storage.io_manager import ROLLUPS
 from vae_pipeline.storage.resources import DatasetFolder, Warehouse
 from vae_pipeline.storage.versions import content_version, record_metadata
 
 
-def _remove_unlisted(folder: UPath, keep: set[str]) -> int:
-    removed = 0
-    for _, path in files_under(folder):
-        if path.path not in keep:
-            remove(path)
-            removed += 1
-    return removed
+def _remove_unlisted(root: UPath, folder: str, keep: set[str]) -> int:
+    """Remove the files under `root`/`folder` whose names (relative to `root`) are not in `keep`."""
+    gone = [name for name in sorted(listing(root / folder)) if f"{folder}/{name}" not in keep]
+    for name in gone:
+        remove(root / folder / name)
+    return len(gone)
+
+
+# what a published episode's files are made from: its manifest's columns and where its files are
+PLACED_FROM = list(dict.fromkeys((*MADE_FROM, "video", "staged_video", "archive", "staged_archive")))
 
 
 @dg.asset(code_version="dataset_episodes-1", group_name="dataset", kinds={"zstd"})
@@ -50,7 +53,8 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
     """`videos/<id>.mp4`, `episodes/<date>/<id>.tar.zst` and `<id>.json` for every published row; nothing else."""
     root = dataset_folder.root
     published = set(dataset_rows["id"].to_list())
-    rows = episode_table.filter(pl.col("id").is_in(sorted(published))).to_dicts() if published else []
+    rows = episode_table.filter(pl.col("id").is_in(sorted(published))).select(PLACED_FROM).to_dicts() \
+        if published else []
     keep: set[str] = set()
     written = 0
     heads = heads_under(root)  # one LIST of the dataset folder, not a HEAD per file
@@ -74,8 +78,7 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
     if made != made_before:  # after every upload: what it says was made is there
         put_bytes(warehouse.home / ROLLUPS / MANIFESTS_MADE,
                   json.dumps({"dataset": _folder_digest(root), "manifests": made}, sort_keys=True).encode())
-    removed = (_remove_unlisted(root / "videos", {(root / name).path for name in keep})
-               + _remove_unlisted(root / "episodes", {(root / name).path for name in keep}))
+    removed = _remove_unlisted(root, "videos", keep) + _remove_unlisted(root, "episodes", keep)
     version = content_version(sorted(keep),
                               [(r["id"], r["archive_sha256"], r["label"], r["rehosted_at"]) for r in rows])
     return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
@@ -182,12 +185,18 @@ def manifest_checked_part(root: UPath, row: dict, found: dict | None = None) -> 
     return hashlib.sha256(checked.encode()).hexdigest()
 
 
-def rows_vs_archives(root: UPath, written: dict[str, dict] | None = None) -> list[dict]:
+def rows_vs_archives(root: UPath, written: dict[str, dict] | None = None,
+                     agreed_before: dict[str, list] | None = None) -> tuple[list[dict], dict[str, list]]:
     """Every row of episodes.jsonl has its archive and manifest with the row's sha256, and no
-    archive lacks a row; what is wrong, by episode (`said_of`). `written`: the episode_table rows
-    by id, whose manifests, when a listing shows they are the ones stored, are not read."""
+    archive lacks a row; what is wrong, by episode (`said_of`), and the manifests that agree with
+    their rows: [the manifest's `listed_identity`, the row's archive_sha256] by name.
+
+    `written`: the episode_table rows by id, whose manifests, when a listing shows they are the
+    ones stored, are not read. `agreed_before`: what an earlier call returned; a manifest with the
+    same identity and row is not read again (a new series reads its own manifests, not all)."""
     problems = []
     listed = {}
+    agreed: dict[str, list] = {}
     stored = {f"episodes/{name}": info for name, info in listing(root / "episodes").items()}
     for row in _jsonl_rows(root):
         if row["archive"] is None:
@@ -195,10 +204,21 @@ def rows_vs_archives(root: UPath, written: dict[str, dict] | None = None) -> lis
             continue
         listed[row["archive"]] = row
         name = manifest_name(row)
-        if name not in stored or json.loads(_stored_manifest(root / name, (written or {}).get(row["id"], {}),
-                                                             stored[name]))["archive_sha256"] != row["archive_sha256"]:
+        seen = [listed_identity(stored[name]), row["archive_sha256"]] if name in stored else None
+        if seen is not None and (seen == (agreed_before or {}).get(name) or manifest_archive_sha256(
+                root / name, (written or {}).get(row["id"], {}), stored[name]) == row["archive_sha256"]):
+            agreed[name] = seen
+        else:
             problems.append(said_of(row, "archive_sha256 in episodes.jsonl differs from the manifest"))
     on_disk = {name for name in stored if name.endswith(".tar.zst")}
     problems += [said_of(None, f"{path}: archive without a row") for path in sorted(on_disk - set(listed))]
     problems += [said_of(listed[path], f"{path}: row without an archive") for path in sorted(set(listed) - on_disk)]
-    return problems
+    return problems, agreed
+
+
+def manifest_archive_sha256(path: UPath, row: dict, found: dict) -> str | None:
+    """The archive_sha256 a stored manifest gives (None: it cannot be read as one)."""
+    try:
+        return json.loads(_stored_manifest(path, row, found))["archive_sha256"]
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
+from upath import UPath
 
 from vae_pipeline.assets.dataset import WITHHELD, read_withheld
 from vae_pipeline.assets.dataset_episodes import (
@@ -120,14 +121,7 @@ def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse
 
     `files_of` and `staged_of` read `columns` of a row (and `series`, `id`, `digest`): every
     published row is taken with those alone; those whose files changed, with all their columns."""
-    record = warehouse.home / ROLLUPS / f"{context.check_specs[0].name}.json"
-    before: dict[str, list] = {}
-    if context.run.job_name != PUBLISH_CHECKS_JOB and exists(record):
-        try:  # name -> [identity, what was checked]; an older record holds the identity alone
-            before = {name: seen if isinstance(seen, list) else [seen, None]
-                      for name, seen in dict(json.loads(read_bytes(record))).items()}
-        except ValueError:  # a record that cannot be read costs reading the files again
-            before = {}
+    before = _found_right(context, warehouse)
     listed = listing(dataset_folder.root / folder)
     published = published_table(dataset_folder, episode_table)
     narrow = published.select(list(dict.fromkeys(("series", "id", digest, *columns)))).to_dicts() \
@@ -164,9 +158,32 @@ def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse
         said += [said_of(row, p) for p in problems]
         if identity is not None and not problems:
             alike[names[0]] = [identity, checked]
-    if alike != before:
-        put_bytes(record, json.dumps(alike, sort_keys=True).encode())
+    _keep_found_right(context, warehouse, before, alike)
     return said
+
+
+def _record(context: dg.AssetCheckExecutionContext, warehouse: Warehouse) -> UPath:
+    return warehouse.home / ROLLUPS / f"{context.check_specs[0].name}.json"
+
+
+def _found_right(context: dg.AssetCheckExecutionContext, warehouse: Warehouse) -> dict[str, list]:
+    """What this check last found right, by file: [its identity (`listed_identity`), what was
+    checked]; nothing in the `publish_checks` job, whose release reads every byte, nor when the
+    record is gone or cannot be read (the files are then read again)."""
+    record = _record(context, warehouse)
+    if context.run.job_name == PUBLISH_CHECKS_JOB or not exists(record):
+        return {}
+    try:  # an older record holds the identity alone
+        return {name: seen if isinstance(seen, list) else [seen, None]
+                for name, seen in dict(json.loads(read_bytes(record))).items()}
+    except ValueError:
+        return {}
+
+
+def _keep_found_right(context: dg.AssetCheckExecutionContext, warehouse: Warehouse, before: dict[str, list],
+                      now: dict[str, list]) -> None:
+    if now != before:
+        put_bytes(_record(context, warehouse), json.dumps(now, sort_keys=True).encode())
 
 
 def _staged_copies(warehouse: Warehouse, names: list[str | None]) -> dict[str, Path]:
@@ -209,11 +226,14 @@ def delivered_videos_present(context: dg.AssetCheckExecutionContext, dataset_fol
 @dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
                 description="episodes.jsonl, the archives and the manifests name the same episodes"
                 + REFUSES_THE_RELEASE)
-def rows_and_archives_agree(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
+def rows_and_archives_agree(context: dg.AssetCheckExecutionContext, dataset_folder: DatasetFolder,
+                            warehouse: Warehouse, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
     # on a bucket, the rows whose manifests a listing may show stored as written (on disk, read)
     written = {row["id"]: row for row in episode_table.to_dicts()} \
         if episode_table.height and not is_local(dataset_folder.root) else {}
-    said = rows_vs_archives(dataset_folder.root, written)
+    before = _found_right(context, warehouse)
+    said, agreed = rows_vs_archives(dataset_folder.root, written, before)
+    _keep_found_right(context, warehouse, before, agreed)
     return _by_episode("rows, archives and manifests agree", said,
                        f"{len(said)} disagreement(s) between episodes.jsonl, the archives and the manifests:",
                        "Rebuild (vae build) so rows and archives are written together.")

@@ -151,9 +151,12 @@ def one_size(n: int, root: Path, profile: Path | None, ui: bool = False,
         runs, held, out = root / "runs", root / "held", root / "dataset"
         start = time.perf_counter()
         if runs_from is not None:  # what an earlier run generated and held back, as it left them
+            taken = sorted((runs_from / "held").iterdir()) if (runs_from / "held").is_dir() else []
+            if len(taken) != 1 or not (runs_from / "runs").is_dir():  # checked before anything moves
+                raise SystemExit(f"--runs-from: {runs_from} holds no runs/ and held/ with one series, as --keep keeps")
             (runs_from / "runs").rename(runs)
             (runs_from / "held").rename(held)
-            new_series = next(held.iterdir()).name
+            new_series = taken[0].name
             made = f"took the runs generated in {runs_from}"
         else:
             sample = generate(runs, meta, series=n // PER_SERIES + 1, episodes=PER_SERIES, seed=0, bad=False)
@@ -225,6 +228,7 @@ def one_size(n: int, root: Path, profile: Path | None, ui: bool = False,
         for problem in problems:
             print(f"FAIL N={n}: {problem}")
         results["problems"] = len(problems)
+        (runs / new_series).rename(held / new_series)  # held back again: a kept folder serves --runs-from
     return results
 
 

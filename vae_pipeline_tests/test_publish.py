@@ -448,3 +448,7 @@ def test_rows_in_jsonl_and_parquet_must_agree(tmp_path):
         ("ep-9", "only in data/episodes.parquet"),
         ("ep-3", "the row differs between episodes.jsonl and data/episodes.parquet"),
     ]
+    twice = frame.vstack(frame.filter(pl.col("id") == "ep-1"))  # both files the same bytes, one id twice
+    twice.write_parquet(root / "data" / "episodes.parquet")
+    (root / "episodes.jsonl").write_bytes(twice.write_ndjson().encode())
+    assert [(i["id"], i["text"]) for i in rows_files_disagree(root)] == [(None, "an episode id appears twice")]

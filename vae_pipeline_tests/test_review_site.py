@@ -143,6 +143,36 @@ def test_unchanged_series_are_left_alone_a_template_change_renders_all_and_a_gon
     assert "Leaderboard" not in (out / "index.html").read_text()
 
 
+def test_a_state_is_read_whole_only_for_a_series_rendered_again_and_a_damaged_one_costs_its_transcripts(
+        two_then_three, monkeypatch):
+    """Which series are unchanged is read from the head of each state file (its fingerprint); what
+    the episode pages said of the archives is parsed only for a series rendered again, and spares
+    its transcripts. A state file cut short leaves its series alone until the series changes,
+    then its transcripts are made again; one whose head is damaged renders its series again."""
+    home = two_then_three["paths"]["home"]
+    inputs = site_inputs(home, META / "rubric-v1.2.json")
+    out = home / "review-state"
+    first, second, third = two_then_three["series"]
+    render_site(inputs, home, out)
+    parsed, transcripts = [], []
+    read, render = review_site._read_episodes_said, review_site._render_transcript
+    monkeypatch.setattr(review_site, "_read_episodes_said",
+                        lambda out, series: parsed.append(series) or read(out, series))
+    monkeypatch.setattr(review_site, "_render_transcript",
+                        lambda env, folder, episode, said: transcripts.append(episode["id"]) or
+                        render(env, folder, episode, said))
+    state = out / ".state"
+    (state / f"{second}.json").write_bytes((state / f"{second}.json").read_bytes()[:60])  # the head alone left
+    (state / f"{third}.json").write_bytes(b'{"fingerprint": 1')
+    assert render_site(inputs, home, out).series_rendered == [third]
+    assert parsed == [] and transcripts == [r["id"] for r in inputs.rows if r["series"] == third] and transcripts
+    parsed.clear(), transcripts.clear()
+    inputs.published = {r["id"] for r in inputs.rows if r["series"] in (first, second)}  # their pages change
+    assert render_site(inputs, home, out).series_rendered == [first, second]
+    assert parsed == [first, second]
+    assert transcripts == [r["id"] for r in inputs.rows if r["series"] == second] and transcripts  # not the first's
+
+
 # ---------------------------------------------------------------- every check's episodes, linked
 
 

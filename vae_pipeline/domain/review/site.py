@@ -527,18 +527,31 @@ def _fingerprint(*parts: object) -> str:
     return hashlib.sha256(pickle.dumps(parts, protocol=5)).hexdigest()[:24]
 
 
-def _read_state(out: Path) -> dict[str, dict]:
-    """Each series' state as last rendered: the fingerprint of its pages and, per episode, its
-    transcript key and what its page said of the archive."""
-    state = {}
+# a state file begins with its fingerprint (`render_site` writes it first)
+_STATE_HEAD = re.compile(rb'\{"fingerprint": "([0-9a-f]{24})"')
+
+
+def _read_fingerprints(out: Path) -> dict[str, str]:
+    """Each series' fingerprint as last rendered, from the head of its state file alone: what an
+    episode's page said is parsed only for a series rendered again (see `_read_episodes_said`)."""
+    fingerprints = {}
     for path in (out / STATE).glob("*.json"):
-        try:
-            record = json.loads(path.read_text())
-        except ValueError:
-            continue  # a damaged state file: its series is rendered again
-        if isinstance(record, dict) and isinstance(record.get("fingerprint"), str):
-            state[path.stem] = record if isinstance(record.get("episodes"), dict) else {**record, "episodes": {}}
-    return state
+        with path.open("rb") as handle:
+            head = _STATE_HEAD.match(handle.read(64))
+        if head is not None:  # else a damaged or older state file: its series is rendered again
+            fingerprints[path.stem] = head.group(1).decode()
+    return fingerprints
+
+
+def _read_episodes_said(out: Path, series: str) -> dict[str, dict]:
+    """Per episode of a series as last rendered, its transcript key and what its page said of the
+    archive (none when the state file is gone or damaged: every transcript is rendered again)."""
+    try:
+        record = json.loads((out / STATE / f"{series}.json").read_bytes())
+    except (OSError, ValueError):
+        return {}
+    said = record.get("episodes") if isinstance(record, dict) else None
+    return said if isinstance(said, dict) else {}
 
 
 def _search_script(entries: list[dict]) -> bytes:
@@ -686,7 +699,8 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
     and frames). Series whose pages would come out the same are left as they are."""
     env = _environment(out / BYTECODE)
     version = templates_version()
-    state = _read_state(out)
+    fingerprints = _read_fingerprints(out)
+    state: dict[str, dict] = {}  # what is written for each series rendered
     report = RenderReport(index=out / "index.html")
     report.pages_written += _copy_static(out)
     by_series: dict[str, list[dict]] = {}
@@ -699,20 +713,18 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
     entries = []
     for series, rows in by_series.items():
         fingerprint = _series_fingerprint(version, series, rows, inputs, out)
-        before = state.get(series, {})
-        if before.get("fingerprint") == fingerprint and (out / "series" / f"{series}.html").exists():
+        if fingerprints.get(series) == fingerprint and (out / "series" / f"{series}.html").exists():
             report.series_unchanged.append(series)
         else:
             written, said = _render_series(env, series_page(series, rows, inputs, home, out), rows, inputs, home, out,
-                                           version, before.get("episodes", {}))
+                                           version, _read_episodes_said(out, series) if series in fingerprints else {})
             report.pages_written += written
             state[series] = {"fingerprint": fingerprint, "episodes": said}
             report.series_rendered.append(series)
         entries.append(_index_entry(series_summary(series, rows, inputs), triaged))
-    for series in sorted(set(state) - set(by_series)):
+    for series in sorted(set(fingerprints) - set(by_series)):
         _remove_series(out, series)
         (out / STATE / f"{series}.json").unlink(missing_ok=True)
-        del state[series]
         report.series_removed.append(series)
     for name in LEGACY:
         (out / name).unlink(missing_ok=True)

@@ -26,7 +26,7 @@ import pytest
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.execution.backfill import BulkActionStatus
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from vae_pipeline.cli.build import build
 from vae_pipeline.definitions import defs
@@ -224,7 +224,8 @@ def test_restarted_under_another_rubric_rubric_and_labels_read_unsynced(console,
     assert observed.event_log_entry.asset_observation.metadata["version"].value == "1.0"
     page.goto(f"{console['url']}/assets/rubric_in_force")
     page.get_by_text("Observed").first.wait_for()
-    assert "launch the rehost" in page.locator("body").inner_text()
+    # the description comes with the asset's definition, which may load after its events
+    expect(page.locator("body")).to_contain_text("launch the rehost")
     assert unsynced(console["instance"], "rubric")
     assert [s for s in sample_runs.series if not unsynced(console["instance"], "labels", s)] == []
 

@@ -24,6 +24,7 @@ from vae_pipeline.cli.publish import publish
 from vae_pipeline.domain.review import site as review_site
 from vae_pipeline.domain.verdicts.host import gate_report
 from vae_pipeline.domain.review.site import (
+    CheckResult,
     Leaderboard,
     SiteInputs,
     leaderboard_tables,
@@ -232,6 +233,29 @@ def test_each_check_that_names_episodes_lists_them_on_the_index_linked_to_their_
             assert said[episode] in item, (check, item)
             page = site / href
             assert page.is_file() and f"<h1>{episode} " in page.read_text(), (check, href)
+
+
+def test_a_check_naming_more_than_the_index_shows_counts_the_rest_and_the_triage_lists_every_one(two_then_three):
+    """A failed check that names 120 reasons: its row on the index lists the first 50 and counts
+    the other 70, each of which the triage above still lists under its episode."""
+    home = two_then_three["paths"]["home"]
+    inputs = site_inputs(home, META / "rubric-v1.2.json")
+    episodes = [r for r in inputs.rows if r["valid"]]
+    items = [{"series": r["series"], "id": r["id"], "text": f"reason {n:03d}"}
+             for n, r in enumerate(episodes * (120 // len(episodes) + 1))][:120]
+    inputs.checks = [CheckResult("no_scrub_findings", "about", False, "the way out", items)]
+    out = home / "review-many-reasons"
+    try:
+        render_site(inputs, home, out)
+        index = (out / "index.html").read_text()
+    finally:
+        shutil.rmtree(out)
+    named = named_on_index(index, "no_scrub_findings")
+    assert [item.rsplit(": ", 1)[1] for _, _, item in named] == [f"reason {n:03d}" for n in range(50)]
+    more = re.findall(r'<li class="more">(.*?)</li>', index, re.DOTALL)
+    assert [re.sub(r"<[^>]+>", "", m) for m in more] == ["and 70 more, each under its episode in What blocks the release"]
+    triaged = index[index.index('<section id="triage">'):index.index('<section id="checks">')]
+    assert sorted(re.findall(r"reason \d{3}", triaged)) == [f"reason {n:03d}" for n in range(120)]
 
 
 # ---------------------------------------------------------------- the gate report, by hand

@@ -60,6 +60,9 @@ COUNT_COLUMNS = ("turns", "tool_calls", "subagent_tool_calls", "images_read", "r
                  "cache_read_tokens", "cache_creation_tokens")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 SEARCH = "search"  # <series>.js: the series' entries of the index page's search
+# the reasons a failed check's row on the index lists: the triage above it lists every one, by
+# episode, and a check that names every episode of a large release would double the index
+INDEX_ITEMS_SHOWN = 50
 BYTECODE = ".cache"  # the templates compiled, for this machine's next render
 # what the scrub wrote (placeholders, redactions) and what the site masks (findings), once escaped
 _MARKERS = re.compile(r"&lt;(home|user|hostname|person|redacted:[A-Za-z0-9_]+|finding:[A-Za-z0-9_]+)&gt;")
@@ -749,6 +752,7 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
         (out / LEADERBOARD_CHART).unlink(missing_ok=True)
     report.pages_written += _render(
         env, "index.html", report.index, site=".", series=entries, leaderboard=board, checks=checks, triage=triaged,
+        items_shown=INDEX_ITEMS_SHOWN,
         searched=[f"{SEARCH}/{series}.js" for series in by_series],
         warnings=[dataclasses.replace(c, items=inputs.masked(c.items), description=inputs.masked(c.description))
                   for c in inputs.warnings if c.passed is False],

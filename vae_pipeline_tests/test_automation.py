@@ -10,7 +10,7 @@ import dagster as dg
 
 from vae_pipeline.assets.episodes import episodes
 from vae_pipeline.assets.meta import rubric
-from vae_pipeline.automation.planner import REFRESH_TAG, asset_specs
+from vae_pipeline.automation.planner import REFRESH_TAG, asset_specs, covers_every_item, next_runs
 from vae_pipeline.automation.schedules import nightly_refresh
 from vae_pipeline.automation.sensors import new_series_sensor, refresh_followup_sensor
 from vae_pipeline.cli.build import build
@@ -18,7 +18,7 @@ from vae_pipeline.definitions import defs, resources_from_environ
 from vae_pipeline.engines.settings import apply_defaults
 from vae_pipeline.storage.partitions import SERIES
 from vae_pipeline.storage.resources import ProjectMeta, Warehouse
-from vae_pipeline.storage.versions import inputs_fingerprint
+from vae_pipeline.storage.versions import StaleItem, inputs_fingerprint
 from vae_pipeline_tests.conftest import copy_runs
 
 PARTITIONED = {"episodes", "renders", "verdicts", "labels"}
@@ -207,3 +207,44 @@ def test_the_planned_order_of_assets_is_the_same_in_every_process() -> None:
     orders = {subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONHASHSEED": str(seed)},
                              capture_output=True, text=True, check=True).stdout for seed in range(1, 6)}
     assert len(orders) == 1
+
+
+def test_a_build_plans_again_only_when_its_runs_left_something_stale(tmp_path, pipeline_env, monkeypatch):
+    """A round whose runs cover every stale item ends the build: a full build, a new series and a
+    rehost each plan once (planning is a pass over every series), and the next build finds
+    nothing stale. A round whose runs leave an item out (a costly asset waiting for its upstream's
+    new data version) plans again."""
+    from vae_pipeline.cli import build as build_module
+    from vae_pipeline.sample.generator import generate
+    from vae_pipeline_tests.conftest import META
+
+    sample = generate(tmp_path / "sample", META, series=2, episodes=1, seed=3, bad=False)
+    first, second = sorted(sample.series)
+    runs = tmp_path / "runs"
+    shutil.copytree(sample.root / first, runs / first)
+    passes = []
+    planned = build_module.stale
+    monkeypatch.setattr(build_module, "stale", lambda *args: passes.append(1) or planned(*args))
+
+    def planning_passes(**options) -> tuple[int, dict]:
+        passes.clear()
+        summary = build(runs, pipeline_env["dataset"], **options)
+        assert summary["failed_runs"] == []
+        return len(passes), summary["materialized"]
+
+    assert planning_passes()[0] == 1
+    shutil.copytree(sample.root / second, runs / second)
+    count, materialized = planning_passes()
+    assert count == 1 and materialized["labels"] == [second]
+    count, materialized = planning_passes(rubric_version="1.0")
+    assert count == 1 and sorted(materialized["labels"]) == [first, second]
+    assert planning_passes(rubric_version="1.0") == (1, {})
+
+    spec = {s.key.to_user_string(): s for s in asset_specs()}
+    partitions = [first, second]
+    waiting = [StaleItem(spec["episodes"].key, first, "inputs or code changed"),
+               StaleItem(spec["renders"].key, first, "upstream stale", frozenset({(spec["episodes"].key, first)}))]
+    runs_now = next_runs(waiting, partitions)
+    assert [sorted(k.to_user_string() for k in run.keys) for run in runs_now] == [["episodes"]]
+    assert not covers_every_item(runs_now, waiting, partitions)
+    assert covers_every_item(runs_now, waiting[:1], partitions)

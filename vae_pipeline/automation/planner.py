@@ -167,6 +167,18 @@ def next_runs(items: list[StaleItem], partitions: list[str]) -> list[PlannedRun]
     return runs
 
 
+def covers_every_item(runs: list[PlannedRun], items: list[StaleItem], partitions: list[str]) -> bool:
+    """Whether `runs` materialize every one of `items`. The stale items hold everything downstream
+    of a stale one, so when these runs all succeed nothing is left stale: a build need not plan
+    again to find that out (a pass over every series)."""
+    covered: set[tuple[dg.AssetKey, str | None]] = set()
+    for run in runs:
+        series = [None] if run.first is None else \
+            [None, *partitions[partitions.index(run.first):partitions.index(run.last) + 1]]
+        covered.update((key, part) for key in run.keys for part in series)
+    return all((item.key, item.partition) in covered for item in items)
+
+
 def _assign(items: list[StaleItem], across: bool) -> dict[str | None, list[dg.AssetKey]]:
     """Which stale assets run now, by series (None: unpartitioned). With `across`, an asset may
     wait on assets of other partitions scheduled now (they will share one run)."""

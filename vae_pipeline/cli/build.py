@@ -14,7 +14,7 @@ import dagster as dg
 
 from vae_pipeline.assets.meta import check_meta_folder, observe_rubric_in_force
 from vae_pipeline.domain.objects import absolute, is_local, listings_held, location, put_tree, scratch_root
-from vae_pipeline.automation.planner import next_runs, stale, sync_series
+from vae_pipeline.automation.planner import covers_every_item, next_runs, stale, sync_series
 from vae_pipeline.cli.common import CliError, episode_table_rows, paths_of, run_error, say, settings, writing
 from vae_pipeline.cli.launch import run_job
 from vae_pipeline.cli.review import review_index
@@ -88,6 +88,7 @@ def _build(instance: dg.DagsterInstance, env: dict[str, str], max_rounds: int, l
         runs = next_runs(items, partitions)
         if not runs:
             break
+        last_round = covers_every_item(runs, items, partitions)
         for run in runs:
             names = ", ".join(k.to_user_string() for k in run.keys)
             series = [] if run.first is None else partitions[partitions.index(run.first):partitions.index(run.last) + 1]
@@ -108,6 +109,9 @@ def _build(instance: dg.DagsterInstance, env: dict[str, str], max_rounds: int, l
                 failed.append({"partition": run.first if len(series) <= 1 else f"{run.first}..{run.last}",
                                "assets": [k.to_user_string() for k in run.keys], "error": run_error(result)})
                 say(f"  failed: {failed[-1]['error']}")
+                last_round = False
+        if last_round:
+            break
     return {
         "materialized": {k: sorted(v, key=lambda p: p or "") for k, v in sorted(materialized.items())},
         "failed_runs": failed,

@@ -16,6 +16,7 @@ from vae_pipeline.cli.build import build
 from vae_pipeline.assets import publish_checks
 from vae_pipeline.cli.common import settings
 from vae_pipeline.definitions import defs
+from vae_pipeline.storage.checks import check_outcomes
 from vae_pipeline_tests.conftest import copy_runs
 from vae_pipeline_tests.hub_standin import HubStandin
 
@@ -259,3 +260,43 @@ def test_a_rehost_rewrites_every_manifest_and_the_build_reads_no_archive_again(s
     code, out = _publish(capsys, dataset, "--runs", str(runs))
     assert code == 1 and "publishing refused" in out  # by the sample's planted bad episodes, not this check
     assert "files_match_manifests" not in out.split("publishing refused", 1)[-1], out
+
+
+def test_a_publish_check_that_cannot_run_stops_none_of_the_others_and_the_release_is_refused(
+        sample_runs, pipeline_env, tmp_path, monkeypatch, capsys):
+    """The publish checks of `dataset_episodes` share one step: one that raises leaves the others'
+    results recorded by the same run, reads as not evaluated itself, and `vae publish` refuses,
+    naming the error. One check launched alone (as from its page in the UI) runs alone."""
+    runs = copy_runs(sample_runs, tmp_path / "runs")
+    dataset = pipeline_env["dataset"]
+    assert build(runs, dataset)["failed_runs"] == []
+
+    keys = [dg.AssetCheckKey(dg.AssetKey("dataset_episodes"), name) for name in publish_checks.DATASET_CHECKS]
+    instance = dg.DagsterInstance.get()
+    assert _publish(capsys, dataset, "--runs", str(runs))[0] == 1  # the sample plants what fails
+    whole = {key.name: outcome.status for key, outcome in check_outcomes(instance, keys).items()}
+    assert "not evaluated" not in whole.values() and "failed" in whole.values()
+
+    def cannot_run(given):
+        raise OSError("the dataset folder went away")
+
+    files_match_manifests = publish_checks.DATASET_CHECKS["files_match_manifests"]
+    monkeypatch.setitem(publish_checks.DATASET_CHECKS, "files_match_manifests", (cannot_run, files_match_manifests[1]))
+    code, out = _publish(capsys, dataset, "--runs", str(runs))
+    assert code == 1 and "OSError: the dataset folder went away" in out
+    checks_run = instance.get_runs(dg.RunsFilter(job_name=publish_checks.PUBLISH_CHECKS_JOB), limit=1)[0]
+    assert {key.name: (outcome.status, outcome.run_id) for key, outcome in check_outcomes(instance, keys).items()} == \
+        {name: ("not evaluated" if name == "files_match_manifests" else status, checks_run.run_id)
+         for name, status in whole.items()}
+
+    monkeypatch.setitem(publish_checks.DATASET_CHECKS, "files_match_manifests", files_match_manifests)
+    one = dg.AssetCheckKey(dg.AssetKey("dataset_episodes"), "no_invalid_episodes")
+    with settings(VAE_DATASET_DIR=str(dataset), VAE_RUNS_ROOT=str(runs)):
+        alone = defs.resolve_job_def(publish_checks.PUBLISH_CHECKS_JOB).get_subset(asset_check_selection={one}) \
+            .execute_in_process(instance=instance)
+    assert [e.asset_check_evaluation_data.check_name for e in alone.all_events
+            if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION] == \
+        ["no_invalid_episodes"]
+    after = check_outcomes(instance, keys)
+    assert {key.name: outcome.run_id for key, outcome in after.items()} == \
+        {name: alone.run_id if name == one.name else checks_run.run_id for name in whole}

@@ -1,7 +1,9 @@
 """The publish checks: one per reason the contract gives for refusing to publish.
 
 They are asset checks of their own (not part of an asset's step), so the `publish_checks` job
-can run them against the current files without rebuilding anything. Dagster shows them as
+can run them against the current files without rebuilding anything; those of `dataset_episodes`
+share one step (`dataset_episodes_checks`, which runs the ones selected), so a run pays one
+step and one load of the episode table for all of them. Dagster shows them as
 non-blocking, and they are: a failure shows red on its asset but fails no run, so a build, a
 rehost or a *Materialize all* that did its work ends green whichever way it was launched (a
 blocking check fails its own run, and the UI brings an asset's checks along with it). It is the
@@ -14,6 +16,7 @@ Each description names the episodes and files concerned and the way out.
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -56,20 +59,40 @@ ITEMS = "items"  # what a check says by episode, one `said_of` each: the review 
 AFTER_THE_CHECKS = {"dagster/priority": "-1"}
 
 
-def _by_episode(passed: str, said: list[dict], failed: str, way_out: str, **metadata) -> dg.AssetCheckResult:
+@dataclass(frozen=True)
+class Given:
+    """What the publish checks read: one step loads the episode table once for all of them."""
+
+    context: dg.AssetCheckExecutionContext
+    project_meta: ProjectMeta
+    dataset_folder: DatasetFolder
+    warehouse: Warehouse
+    episode_table: pl.DataFrame
+
+    @property
+    def everything_read(self) -> bool:
+        """In the `publish_checks` job (what `vae publish` runs before the release) every byte is
+        read again; a build's run reads only what was written since a check last found it right."""
+        return self.context.run.job_name == PUBLISH_CHECKS_JOB
+
+
+def _result(name: str, passed: bool, description: str, **metadata) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(asset_key=dataset_episodes.key, check_name=name, passed=passed,
+                               description=description, metadata=metadata)
+
+
+def _by_episode(name: str, passed: str, said: list[dict], failed: str, way_out: str, **metadata) -> dg.AssetCheckResult:
     """The result of a check that says what is wrong by episode (`said_of`): its description is
     `failed` (the count), then one problem a line, then the way out; its ITEMS give them one by
     one for the review site to link."""
     problems = [f"{i['series']}/{i['id']}: {i['text']}" if i["id"] else i["text"] for i in said]
-    return dg.AssetCheckResult(
-        passed=not said, description=passed if not said else problem_list(failed, problems, way_out),
-        metadata={**metadata, ITEMS: dg.MetadataValue.json(said)})
+    return _result(name, not said, passed if not said else problem_list(failed, problems, way_out),
+                   **metadata, **{ITEMS: dg.MetadataValue.json(said)})
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="No invalid episode in a published series" + REFUSES_THE_RELEASE)
-def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    withheld_episodes, withheld_series = read_withheld(project_meta)
+def no_invalid_episodes(given: Given) -> dg.AssetCheckResult:
+    episode_table = given.episode_table
+    withheld_episodes, withheld_series = read_withheld(given.project_meta)
     blocking = episode_table.filter(
         ~pl.col("valid") & (pl.col("series_status") == "completed")
         & ~pl.col("id").is_in(sorted(withheld_episodes)) & ~pl.col("series").is_in(sorted(withheld_series))
@@ -77,37 +100,33 @@ def no_invalid_episodes(project_meta: ProjectMeta, episode_table: pl.DataFrame) 
     said = [said_of(r, f"{r['error_file']}" + (f":{r['error_line']}" if r["error_line"] is not None else "")
                     + f" {r['error_reason']}") for r in blocking.iter_rows(named=True)]
     return _by_episode(
-        "every episode of the published series is valid", said,
+        "no_invalid_episodes", "every episode of the published series is valid", said,
         f"{len(said)} invalid episode(s) in completed series:",
         f"Fix the input, or list the episode or series with a reason in meta/{WITHHELD} to leave it out.",
         invalid=len(said),
         episodes=markdown_table(blocking, ("series", "id", "error_file", "error_line", "error_reason")))
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="No unreviewed scrub finding (e-mail, IP, leftover credential) in a published file"
-                + REFUSES_THE_RELEASE)
-def no_scrub_findings(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    published = published_table(dataset_folder, episode_table)
+def no_scrub_findings(given: Given) -> dg.AssetCheckResult:
+    published = published_table(given.dataset_folder, given.episode_table)
     # one row a finding not allowed, in the rows' order (few, and made dicts alone)
     unreviewed = published.select("series", "id", "findings").explode("findings").drop_nulls("findings") \
         .unnest("findings").filter(~pl.col("allowed")) if published.height else published
     said = [said_of(r, f"{r['file']}:{r['line']} {r['kind']}") for r in unreviewed.iter_rows(named=True)]
     return _by_episode(
-        "no unreviewed finding", said, f"{len(said)} finding(s):",
+        "no_scrub_findings", "no unreviewed finding", said, f"{len(said)} finding(s):",
         "Fix the input, accept a reviewed finding with `vae allow EPISODE FILE:LINE KIND --reason …` (it lists "
         "the finding's file, kind and every one of its sha256s from the manifest's scrub.findings in "
         f"meta/scrub-allow.jsonl, all at once), or withhold the episode in meta/{WITHHELD}.",
         findings=len(said))
 
 
-def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse, dataset_folder: DatasetFolder,
-                    episode_table: pl.DataFrame, folder: str, digest: str, files_of: Callable[[dict], list[str]],
+def _problems_since(given: Given, name: str, folder: str, digest: str, files_of: Callable[[dict], list[str]],
                     problems_of: Callable[[dict, list[dict | None], Path | None], list[str]],
                     staged_of: Callable[[dict], str | None], columns: tuple[str, ...],
                     checked_of: Callable[[dict, dict | None], str | None] | None = None) -> list[dict]:
     """What `problems_of` says of each published row (`said_of`), asked only for the rows whose
-    files (`files_of`, under `folder`) were written since this check last found them right, by
+    files (`files_of`, under `folder`) were written since the check `name` last found them right, by
     their identity (size and mtime/inode, or ETag) and the row's own `digest` column. Where the
     files after the first were rewritten but `checked_of` (what of them the check compares) and
     the first file are as they were — a manifest whose label a rehost changed — nothing is read
@@ -121,9 +140,9 @@ def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse
 
     `files_of` and `staged_of` read `columns` of a row (and `series`, `id`, `digest`): every
     published row is taken with those alone; those whose files changed, with all their columns."""
-    before = _found_right(context, warehouse)
-    listed = listing(dataset_folder.root / folder)
-    published = published_table(dataset_folder, episode_table)
+    before = _found_right(given, name)
+    listed = listing(given.dataset_folder.root / folder)
+    published = published_table(given.dataset_folder, given.episode_table)
     narrow = published.select(list(dict.fromkeys(("series", "id", digest, *columns)))).to_dicts() \
         if published.height else []
     decided = []  # (row, names, listed entries, identity, what was checked, whether to ask problems_of)
@@ -151,27 +170,27 @@ def _problems_since(context: dg.AssetCheckExecutionContext, warehouse: Warehouse
             checked = None if part is None else f"{listed_identity(found[0])}|{part}|{row[digest] or ''}"
         seen = before.get(names[0], [None, None])
         decided[index] = (row, names, found, identity, checked, not (checked is not None and seen[1] == checked))
-    staged = _staged_copies(warehouse, [staged_of(row) for row, *_, ask in decided if ask])
+    staged = _staged_copies(given.warehouse, [staged_of(row) for row, *_, ask in decided if ask])
     said, alike = [], {}
     for row, names, found, identity, checked, ask in decided:
         problems = problems_of(row, found, staged.get(staged_of(row) or "")) if ask else []
         said += [said_of(row, p) for p in problems]
         if identity is not None and not problems:
             alike[names[0]] = [identity, checked]
-    _keep_found_right(context, warehouse, before, alike)
+    _keep_found_right(given, name, before, alike)
     return said
 
 
-def _record(context: dg.AssetCheckExecutionContext, warehouse: Warehouse) -> UPath:
-    return warehouse.home / ROLLUPS / f"{context.check_specs[0].name}.json"
+def _record(given: Given, name: str) -> UPath:
+    return given.warehouse.home / ROLLUPS / f"{name}.json"
 
 
-def _found_right(context: dg.AssetCheckExecutionContext, warehouse: Warehouse) -> dict[str, list]:
-    """What this check last found right, by file: [its identity (`listed_identity`), what was
-    checked]; nothing in the `publish_checks` job, whose release reads every byte, nor when the
-    record is gone or cannot be read (the files are then read again)."""
-    record = _record(context, warehouse)
-    if context.run.job_name == PUBLISH_CHECKS_JOB or not exists(record):
+def _found_right(given: Given, name: str) -> dict[str, list]:
+    """What the check `name` last found right, by file: [its identity (`listed_identity`), what
+    was checked]; nothing in the `publish_checks` job, whose release reads every byte, nor when
+    the record is gone or cannot be read (the files are then read again)."""
+    record = _record(given, name)
+    if given.everything_read or not exists(record):
         return {}
     try:  # an older record holds the identity alone
         return {name: seen if isinstance(seen, list) else [seen, None]
@@ -180,10 +199,9 @@ def _found_right(context: dg.AssetCheckExecutionContext, warehouse: Warehouse) -
         return {}
 
 
-def _keep_found_right(context: dg.AssetCheckExecutionContext, warehouse: Warehouse, before: dict[str, list],
-                      now: dict[str, list]) -> None:
+def _keep_found_right(given: Given, name: str, before: dict[str, list], now: dict[str, list]) -> None:
     if now != before:
-        put_bytes(_record(context, warehouse), json.dumps(now, sort_keys=True).encode())
+        put_bytes(_record(given, name), json.dumps(now, sort_keys=True).encode())
 
 
 def _staged_copies(warehouse: Warehouse, names: list[str | None]) -> dict[str, Path]:
@@ -195,65 +213,54 @@ def _staged_copies(warehouse: Warehouse, names: list[str | None]) -> dict[str, P
         return {}
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="Every archive and its members have the size and sha256 their manifest lists"
-                + REFUSES_THE_RELEASE)
-def files_match_manifests(context: dg.AssetCheckExecutionContext, dataset_folder: DatasetFolder,
-                          warehouse: Warehouse, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    said = _problems_since(context, warehouse, dataset_folder, episode_table, "episodes", "archive_sha256",
+def files_match_manifests(given: Given) -> dg.AssetCheckResult:
+    root = given.dataset_folder.root
+    said = _problems_since(given, "files_match_manifests", "episodes", "archive_sha256",
                            lambda row: [row["archive"], manifest_name(row)],
-                           lambda row, found, local: archive_problems(dataset_folder.root, row, found, local),
+                           lambda row, found, local: archive_problems(root, row, found, local),
                            lambda row: row.get("staged_archive"), ("archive", "staged_archive"),
-                           lambda row, found: manifest_checked_part(dataset_folder.root, row, found))
-    return _by_episode("every archive matches its manifest", said, f"{len(said)} archive problem(s) against the manifests:",
+                           lambda row, found: manifest_checked_part(root, row, found))
+    return _by_episode("files_match_manifests", "every archive matches its manifest", said, f"{len(said)} archive problem(s) against the manifests:",
                        "Rebuild (vae build) to rewrite the files, or withhold the episode.")
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="Every delivered video is in videos/, byte-identical" + REFUSES_THE_RELEASE)
-def delivered_videos_present(context: dg.AssetCheckExecutionContext, dataset_folder: DatasetFolder,
-                             warehouse: Warehouse, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    said = _problems_since(context, warehouse, dataset_folder, episode_table, "videos", "video_sha256",
+def delivered_videos_present(given: Given) -> dg.AssetCheckResult:
+    root = given.dataset_folder.root
+    said = _problems_since(given, "delivered_videos_present", "videos", "video_sha256",
                            lambda row: [row["video"]] if row["video"] else [],
-                           lambda row, found, local: [] if video_in_place(dataset_folder.root, row, found[0], local)
-                           else [row["video"]],
+                           lambda row, found, local: [] if video_in_place(root, row, found[0], local) else [row["video"]],
                            lambda row: row.get("staged_video"), ("video", "staged_video"))
-    return _by_episode("every delivered video is in videos/", said,
+    return _by_episode("delivered_videos_present", "every delivered video is in videos/", said,
                        f"{len(said)} delivered video(s) missing or different in videos/:",
                        "Rebuild, or withhold the episode.")
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="episodes.jsonl, the archives and the manifests name the same episodes"
-                + REFUSES_THE_RELEASE)
-def rows_and_archives_agree(context: dg.AssetCheckExecutionContext, dataset_folder: DatasetFolder,
-                            warehouse: Warehouse, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
+def rows_and_archives_agree(given: Given) -> dg.AssetCheckResult:
+    name, root, episode_table = "rows_and_archives_agree", given.dataset_folder.root, given.episode_table
     # on a bucket, the rows whose manifests a listing may show stored as written (on disk, read)
     written = {row["id"]: row for row in episode_table.to_dicts()} \
-        if episode_table.height and not is_local(dataset_folder.root) else {}
-    before = _found_right(context, warehouse)
-    said, agreed = rows_vs_archives(dataset_folder.root, written, before)
-    _keep_found_right(context, warehouse, before, agreed)
-    return _by_episode("rows, archives and manifests agree", said,
+        if episode_table.height and not is_local(root) else {}
+    before = _found_right(given, name)
+    said, agreed = rows_vs_archives(root, written, before)
+    _keep_found_right(given, name, before, agreed)
+    return _by_episode(name, "rows, archives and manifests agree", said,
                        f"{len(said)} disagreement(s) between episodes.jsonl, the archives and the manifests:",
                        "Rebuild (vae build) so rows and archives are written together.")
 
 
-@dg.asset_check(asset=dataset_episodes,
-                description="episodes.jsonl and data/episodes.parquet hold the same rows" + REFUSES_THE_RELEASE)
-def jsonl_and_parquet_agree(dataset_folder: DatasetFolder) -> dg.AssetCheckResult:
-    said = rows_files_disagree(dataset_folder.root)
-    return _by_episode("episodes.jsonl and data/episodes.parquet hold the same rows", said,
+def jsonl_and_parquet_agree(given: Given) -> dg.AssetCheckResult:
+    said = rows_files_disagree(given.dataset_folder.root)
+    return _by_episode("jsonl_and_parquet_agree", "episodes.jsonl and data/episodes.parquet hold the same rows", said,
                        f"{len(said)} row(s) that episodes.jsonl and data/episodes.parquet disagree on:",
                        "Rebuild (vae build) so both are written again from one frame.")
 
 
-def _published_provenance(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> list[dict]:
+def _published_provenance(given: Given) -> list[dict]:
     """What the provenance checks read of the rows published as the withheld list stands now."""
-    if not episode_table.height:
+    if not given.episode_table.height:
         return []
-    withheld_episodes, withheld_series = read_withheld(project_meta)
-    return publishable(episode_table, withheld_episodes, withheld_series).select(
+    withheld_episodes, withheld_series = read_withheld(given.project_meta)
+    return publishable(given.episode_table, withheld_episodes, withheld_series).select(
         "series", "id", *SERIES_COLUMNS, *ACTOR_COLUMNS).to_dicts()
 
 
@@ -265,42 +272,34 @@ def _series_items(problems: list[str]) -> dg.JsonMetadataValue:
     return dg.MetadataValue.json([said_of({"series": p.split(": ", 1)[0]}, p.split(": ", 1)[1]) for p in problems])
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="Every published series ran committed harness code (harness.commit, not dirty)"
-                + REFUSES_THE_RELEASE)
-def harness_committed(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    problems = uncommitted_series(_published_provenance(project_meta, episode_table))
-    return dg.AssetCheckResult(
-        passed=not problems,
-        description="every published series names its harness commit, with no local changes" if not problems else
+def harness_committed(given: Given) -> dg.AssetCheckResult:
+    problems = uncommitted_series(_published_provenance(given))
+    return _result(
+        "harness_committed", not problems,
+        "every published series names its harness commit, with no local changes" if not problems else
         problem_list(f"{len(problems)} series ran harness code that was not committed:", problems,
                      "Run the series again from a committed harness (series.json harness.commit, harness.dirty "
                      f"false), {WITHHOLD_SERIES}."),
-        metadata={"series_at_fault": len(problems), ITEMS: _series_items(problems)})
+        series_at_fault=len(problems), **{ITEMS: _series_items(problems)})
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="Every published series has a benchmark_version MAJOR.MINOR.PATCH" + REFUSES_THE_RELEASE)
-def benchmark_versioned(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    problems = unversioned_series(_published_provenance(project_meta, episode_table))
-    return dg.AssetCheckResult(
-        passed=not problems,
-        description="every published series has a benchmark_version" if not problems else
+def benchmark_versioned(given: Given) -> dg.AssetCheckResult:
+    problems = unversioned_series(_published_provenance(given))
+    return _result(
+        "benchmark_versioned", not problems,
+        "every published series has a benchmark_version" if not problems else
         problem_list(f"{len(problems)} series without a benchmark version:", problems,
                      "Record the benchmark version the series ran (series.json benchmark_version, "
                      f"MAJOR.MINOR.PATCH), {WITHHOLD_SERIES}."),
-        metadata={"series_at_fault": len(problems), ITEMS: _series_items(problems)})
+        series_at_fault=len(problems), **{ITEMS: _series_items(problems)})
 
 
-@dg.asset_check(asset=dataset_episodes, additional_ins=TABLE,
-                description="The episodes of each published series ran one actor: the same model, Claude Code "
-                            "version (= actor.cli), tools, system prompt and tool definitions" + REFUSES_THE_RELEASE)
-def one_actor_per_series(project_meta: ProjectMeta, episode_table: pl.DataFrame) -> dg.AssetCheckResult:
-    rows = _published_provenance(project_meta, episode_table)
+def one_actor_per_series(given: Given) -> dg.AssetCheckResult:
+    rows = _published_provenance(given)
     said, unrecorded = actor_disagreements(rows), unrecorded_actors(rows)
     noted = f" Not compared — {'; '.join(unrecorded)}." if unrecorded else ""
     return _by_episode(
-        "the episodes of every published series agree on what ran, as far as their logs record it" + noted, said,
+        "one_actor_per_series", "the episodes of every published series agree on what ran, as far as their logs record it" + noted, said,
         f"{len(said)} disagreement(s) on what ran (messages.jsonl system/init line against series.json's actor, "
         "transcript/api-request-shape.json):",
         f"Run the odd episodes again with the series' actor, or list them (or the series) with a reason in "
@@ -308,6 +307,51 @@ def one_actor_per_series(project_meta: ProjectMeta, episode_table: pl.DataFrame)
         disagreements=len(said), not_recorded=len(unrecorded))
 
 
-PROVENANCE_CHECKS = [harness_committed, benchmark_versioned, one_actor_per_series]
-PUBLISH_CHECKS = [no_invalid_episodes, no_scrub_findings, files_match_manifests, delivered_videos_present,
-                  rows_and_archives_agree, jsonl_and_parquet_agree, *PROVENANCE_CHECKS, *LEADERBOARD_CHECKS]
+# the publish checks of `dataset_episodes`, in the order they are shown: each, and what it checks
+DATASET_CHECKS: dict[str, tuple[Callable[[Given], dg.AssetCheckResult], str]] = {
+    "no_invalid_episodes": (no_invalid_episodes, "No invalid episode in a published series"),
+    "no_scrub_findings": (no_scrub_findings,
+                          "No unreviewed scrub finding (e-mail, IP, leftover credential) in a published file"),
+    "files_match_manifests": (files_match_manifests,
+                              "Every archive and its members have the size and sha256 their manifest lists"),
+    "delivered_videos_present": (delivered_videos_present, "Every delivered video is in videos/, byte-identical"),
+    "rows_and_archives_agree": (rows_and_archives_agree,
+                                "episodes.jsonl, the archives and the manifests name the same episodes"),
+    "jsonl_and_parquet_agree": (jsonl_and_parquet_agree, "episodes.jsonl and data/episodes.parquet hold the same rows"),
+    "harness_committed": (harness_committed,
+                          "Every published series ran committed harness code (harness.commit, not dirty)"),
+    "benchmark_versioned": (benchmark_versioned, "Every published series has a benchmark_version MAJOR.MINOR.PATCH"),
+    "one_actor_per_series": (one_actor_per_series,
+                             "The episodes of each published series ran one actor: the same model, Claude Code "
+                             "version (= actor.cli), tools, system prompt and tool definitions"),
+}
+
+
+@dg.multi_asset_check(specs=[dg.AssetCheckSpec(name, asset=dataset_episodes, additional_deps=list(TABLE),
+                                              description=about + REFUSES_THE_RELEASE)
+                             for name, (_, about) in DATASET_CHECKS.items()],
+                      ins=TABLE, can_subset=True)
+def dataset_episodes_checks(context: dg.AssetCheckExecutionContext, project_meta: ProjectMeta,
+                            dataset_folder: DatasetFolder, warehouse: Warehouse, episode_table: pl.DataFrame):
+    """The publish checks of `dataset_episodes` that the run selected, in one step: a build's run
+    pays one step and one load of the episode table for all of them, not one each. A check that
+    raises stops none of the others; the step then fails with its error, and it reads as not
+    evaluated, which refuses the release as a failure does."""
+    given = Given(context, project_meta, dataset_folder, warehouse, episode_table)
+    selected = {key.name for key in context.selected_asset_check_keys}
+    errors = []
+    for name, (check, _) in DATASET_CHECKS.items():
+        if name not in selected:
+            continue
+        try:
+            result = check(given)
+        except Exception as error:  # raised below, after the other checks
+            context.log.error(f"the publish check {name} could not run: {type(error).__name__}")
+            errors.append(error)
+            continue
+        yield result
+    if errors:
+        raise errors[0]
+
+
+PUBLISH_CHECKS = [dataset_episodes_checks, *LEADERBOARD_CHECKS]

@@ -1,6 +1,6 @@
 """Benchmark: cost that grows with the change, not with the dataset (1,000 and 10,000 episodes).
 
-    python benchmarks/bench_scale.py [--episodes 1000] [--episodes 100,1000] [--profile DIR] [--floor 250] [--keep] [--runs-from DIR]
+    python benchmarks/bench_scale.py [--episodes 1000] [--episodes 100,1000] [--profile DIR] [--floor 250] [--keep] [--runs-from DIR] [--cold]
 
 For each size N (series of 4 good episodes, the generator's own thumbnail clips: 192x108 / 108x192
 / 144x144 at 15 fps, ~0.1 MB an episode, so 10,000 fit the machine), in a temp dir with its own
@@ -18,6 +18,13 @@ project's generator, holds the last completed series back, and times `vae_pipeli
 Each figure is printed with its ratio to the full build and its goal, and where the time went
 (steps per asset, the runs' overhead outside the steps, staleness planning). `--profile DIR`
 writes a cProfile of builds 2-4 to DIR (`pstats` files, `python -m pstats`).
+
+After the builds, the listing a build takes of the runs root to find what changed (a stat of every
+file, no content read) is timed against GNU `find` printing the same facts (path, size, mtime,
+mode): the tool a user would reach for, and the least any stat-based listing costs. `--cold` (as
+root) also times both after the kernel's page, dentry and inode caches are dropped (`sync`, then
+`3 > /proc/sys/vm/drop_caches`), and runs one more unchanged build after dropping them: what a
+nightly build meets when the runs root was last read a day before.
 
 `--ui` then starts Dagster's webserver on the instance and times, in Debian's Chromium, how long
 the `labels` asset page, its partitions tab and one series' materialization take to show (from
@@ -38,6 +45,7 @@ import argparse
 import hashlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,8 +65,9 @@ PER_SERIES = 4
 UPSTREAM_OF_LABELS = ("episodes", "renders", "verdicts", "bundles")
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # as `vae build` runs
 AGAIN = "unchanged, again"  # the third build: what every later unchanged build costs
+COLD = "unchanged, kernel caches dropped"  # with --cold: as a nightly build finds the runs root
 # (figure, goal at 1,000, goal at 10,000) in seconds
-GOALS = {"unchanged": (3, 5), AGAIN: (3, 5), "new series": (3, 6), "rehost": (8, 45)}
+GOALS = {"unchanged": (3, 5), AGAIN: (3, 5), "new series": (3, 6), "rehost": (8, 45), COLD: (3, 5)}
 UI_GOAL_S = 3.0
 READ_BACK = "unchanged, every event read back"  # the same build with the instance's recorded versions forgotten
 NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}  # the instances the floors are measured on
@@ -129,6 +138,43 @@ def ui_pages(root: Path, series: str) -> dict[str, float]:
     return seconds
 
 
+def drop_kernel_caches() -> None:
+    """Write dirty pages out, then drop the kernel's page cache, dentries and inodes (root only)."""
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def runs_root_listing(runs: Path) -> float:
+    """Seconds for the listing `vae build` takes of the runs root: each series folder's fingerprint."""
+    from vae_pipeline.domain.episodes.series import series_fingerprint
+
+    start = time.perf_counter()
+    for folder in sorted(runs.iterdir()):
+        if folder.is_dir():
+            series_fingerprint(folder)
+    return time.perf_counter() - start
+
+
+def find_listing(runs: Path) -> float:
+    """Seconds for GNU find to print the same facts of every file under the runs root."""
+    start = time.perf_counter()
+    subprocess.run(["find", str(runs), "-printf", "%P\\0%s\\0%T@\\0%m\\n"], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def listing_peers(runs: Path, cold: bool) -> None:
+    """The runs root's listing against find: warm (best of 3) and, with `cold`, after dropping caches."""
+    files = sum(1 for _ in runs.rglob("*"))
+    line = (f"  runs root listing ({files} entries), warm: vae {min(runs_root_listing(runs) for _ in range(3)):.2f} s, "
+            f"find {min(find_listing(runs) for _ in range(3)):.2f} s")
+    if cold:
+        drop_kernel_caches()
+        ours = runs_root_listing(runs)
+        drop_kernel_caches()
+        line += f"; caches dropped: vae {ours:.2f} s, find {find_listing(runs):.2f} s"
+    print(f"{line}; {load()}", flush=True)
+
+
 def forget_recorded_versions() -> None:
     """Empty what the instance keeps of each series stage's recorded versions, so that the next
     build reads every partition's latest event back, as it did before they were kept."""
@@ -140,7 +186,7 @@ def forget_recorded_versions() -> None:
 
 
 def one_size(n: int, root: Path, profile: Path | None, ui: bool = False,
-             runs_from: Path | None = None) -> dict[str, float]:
+             runs_from: Path | None = None, cold: bool = False) -> dict[str, float]:
     from vae_pipeline.domain.review.site import SITE_DIR
     from vae_pipeline.sample.generator import generate
 
@@ -189,6 +235,10 @@ def one_size(n: int, root: Path, profile: Path | None, ui: bool = False,
         forget_recorded_versions()
         if step(READ_BACK)["materialized"]:
             problems.append(f"the {READ_BACK} build materialized something")
+        if cold:
+            drop_kernel_caches()
+            if step(COLD)["materialized"]:
+                problems.append(f"the {COLD} build materialized something")
         before = site_files(site)
         (held / new_series).rename(runs / new_series)
         added = step("new series")
@@ -222,6 +272,7 @@ def one_size(n: int, root: Path, profile: Path | None, ui: bool = False,
         print("  where the time went:")
         for name, _, timing in figures:
             timing.report(name)
+        listing_peers(runs, cold)
         if ui:
             slow = [name for name, seconds in ui_pages(root, new_series).items() if seconds > UI_GOAL_S]
             problems += [f"the UI's {name} took over {UI_GOAL_S:g} s" for name in slow]
@@ -337,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor-on", choices=tuple(NAMES), default="sqlite", help="the instance the floors use")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (printed)")
     parser.add_argument("--ui", action="store_true", help="also time the Dagster UI's labels pages in Chromium")
+    parser.add_argument("--cold", action="store_true", help="as root: also time the runs root's listing and an "
+                                                             "unchanged build with the kernel's caches dropped")
     parser.add_argument("--runs-from", type=Path, help="a folder --keep kept: its sizes' generated runs are taken "
                                                        "(moved) instead of generating them again")
     args = parser.parse_args(argv)
@@ -356,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         per_episode = {}
         for n in (int(s) for s in args.episodes.split(",") if s):
             results = one_size(n, root / str(n), args.profile, args.ui,
-                               args.runs_from / str(n) if args.runs_from else None)
+                               args.runs_from / str(n) if args.runs_from else None, args.cold)
             per_episode[n] = results["full"] / n
             failed += results["problems"]
         if len(per_episode) > 1:

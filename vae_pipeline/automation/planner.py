@@ -126,6 +126,10 @@ class PlannedRun:
         """The series, when the run covers one (the UI then shows it as the run's partition)."""
         return self.first if self.first == self.last else None
 
+    def series(self, partitions: list[str]) -> list[str]:
+        """The series the run covers, in partition order (none for unpartitioned assets only)."""
+        return [] if self.first is None else partitions[partitions.index(self.first):partitions.index(self.last) + 1]
+
     def tags(self) -> dict[str, str]:
         """The run's tags: the refresh marker and a range of series (Dagster's own range tags)."""
         tags = {REFRESH_TAG: "true"}
@@ -173,9 +177,7 @@ def covers_every_item(runs: list[PlannedRun], items: list[StaleItem], partitions
     again to find that out (a pass over every series)."""
     covered: set[tuple[dg.AssetKey, str | None]] = set()
     for run in runs:
-        series = [None] if run.first is None else \
-            [None, *partitions[partitions.index(run.first):partitions.index(run.last) + 1]]
-        covered.update((key, part) for key in run.keys for part in series)
+        covered.update((key, part) for key in run.keys for part in [None, *run.series(partitions)])
     return all((item.key, item.partition) in covered for item in items)
 
 

@@ -91,7 +91,7 @@ def _build(instance: dg.DagsterInstance, env: dict[str, str], max_rounds: int, l
         last_round = covers_every_item(runs, items, partitions)
         for run in runs:
             names = ", ".join(k.to_user_string() for k in run.keys)
-            series = [] if run.first is None else partitions[partitions.index(run.first):partitions.index(run.last) + 1]
+            series = run.series(partitions)
             where = "all series" if run.first is None else \
                 (run.first if len(series) == 1 else f"{len(series)} series {run.first} … {run.last}")
             say(f"[stage {round_number}] {where}: {names}")

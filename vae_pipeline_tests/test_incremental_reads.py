@@ -153,3 +153,42 @@ def test_a_series_fingerprint_is_taken_once_while_the_runs_root_is_held_and_afre
     assert after != before and after == series_fingerprint(tmp_path / "s1")
     (tmp_path / "s1" / "ep" / "out.mp4").write_bytes(b"x")
     assert runs_root.fingerprint("s1") not in (before, after)  # not held: each call looks again
+
+
+def test_the_rows_check_asks_for_the_episode_rows_of_the_manifests_it_reads_alone(tmp_path):
+    """`rows_vs_archives` reads only the manifests not found agreed before (by identity and row)
+    and asks `written_of` once, for those rows' episodes alone (on a bucket it makes dicts of
+    them, not of every row); what is wrong comes in the rows' order."""
+    from upath import UPath
+
+    from vae_pipeline.assets.dataset_episodes import rows_vs_archives
+
+    folder = tmp_path / "episodes" / "2026-01-01"
+    folder.mkdir(parents=True)
+    rows = [{"series": "2026-01-01-s1", "id": f"e{i}", "archive": f"episodes/2026-01-01/e{i}.tar.zst",
+             "archive_sha256": f"{i}" * 64} for i in range(4)]
+    for row in rows:
+        (tmp_path / row["archive"]).write_bytes(b"archive")
+        (folder / f"{row['id']}.json").write_text(f'{{"archive_sha256": "{row["archive_sha256"]}"}}')
+    asked: list[list[str]] = []
+
+    def written_of(ids: list[str]) -> dict[str, dict]:
+        asked.append(ids)
+        return {}
+
+    said, agreed = rows_vs_archives(UPath(tmp_path), rows, written_of)
+    assert (said, asked) == ([], [["e0", "e1", "e2", "e3"]])
+    asked.clear()
+    assert rows_vs_archives(UPath(tmp_path), rows, written_of, agreed) == ([], agreed)
+    assert asked == []  # every manifest as found agreed: none read, no row asked for
+
+    (folder / "e2.json").unlink()  # a new file (inode) whose sha256 is another's
+    (folder / "e2.json").write_text(f'{{"archive_sha256": "{"9" * 64}"}}')
+    rows[0] = rows[0] | {"archive": None}
+    said, _ = rows_vs_archives(UPath(tmp_path), rows, written_of, agreed)
+    assert asked == [["e2"]]
+    assert [(s["id"], s["text"]) for s in said] == [
+        ("e0", "row has no archive"),
+        ("e2", "archive_sha256 in episodes.jsonl differs from the manifest"),
+        (None, "episodes/2026-01-01/e0.tar.zst: archive without a row"),
+    ]

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -118,17 +119,18 @@ def manifest_name(row: dict) -> str:
     return f"{row['archive'].rsplit('/', 1)[0]}/{row['id']}.json"
 
 
-def published_table(dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> pl.DataFrame:
-    """The episode_table rows of the episodes the dataset folder's episodes.jsonl publishes now
-    (a table: a check takes the columns it reads, not every row's hundred)."""
-    ids = {row["id"] for row in _jsonl_rows(dataset_folder.root)}
-    return episode_table.filter(pl.col("id").is_in(sorted(ids))) if ids else episode_table.clear()
-
-
-def _jsonl_rows(root: UPath) -> list[dict]:
-    path = root / "episodes.jsonl"
+def published_rows(dataset_folder: DatasetFolder) -> list[dict]:
+    """The rows of the dataset folder's episodes.jsonl (none when it is absent)."""
+    path = dataset_folder.root / "episodes.jsonl"
     return [json.loads(line) for line in read_bytes(path).decode().splitlines() if line.strip()] \
         if exists(path) else []
+
+
+def published_table(episode_table: pl.DataFrame, rows: list[dict]) -> pl.DataFrame:
+    """The episode_table rows of the episodes `rows` (of episodes.jsonl) publish (a table: a check
+    takes the columns it reads, not every row's hundred)."""
+    ids = {row["id"] for row in rows}
+    return episode_table.filter(pl.col("id").is_in(sorted(ids))) if ids else episode_table.clear()
 
 
 def video_in_place(root: UPath, row: dict, found: dict | None, local: Path | None = None) -> bool:
@@ -185,35 +187,49 @@ def manifest_checked_part(root: UPath, row: dict, found: dict | None = None) -> 
     return hashlib.sha256(checked.encode()).hexdigest()
 
 
-def rows_vs_archives(root: UPath, written: dict[str, dict] | None = None,
-                     agreed_before: dict[str, list] | None = None) -> tuple[list[dict], dict[str, list]]:
-    """Every row of episodes.jsonl has its archive and manifest with the row's sha256, and no
-    archive lacks a row; what is wrong, by episode (`said_of`), and the manifests that agree with
-    their rows: [the manifest's `listed_identity`, the row's archive_sha256] by name.
+DIFFERS_FROM_MANIFEST = "archive_sha256 in episodes.jsonl differs from the manifest"
 
-    `written`: the episode_table rows by id, whose manifests, when a listing shows they are the
-    ones stored, are not read. `agreed_before`: what an earlier call returned; a manifest with the
-    same identity and row is not read again (a new series reads its own manifests, not all)."""
-    problems = []
+
+def rows_vs_archives(root: UPath, rows: list[dict],
+                     written_of: Callable[[list[str]], dict[str, dict]] | None = None,
+                     agreed_before: dict[str, list] | None = None) -> tuple[list[dict], dict[str, list]]:
+    """Every row of episodes.jsonl (`rows`) has its archive and manifest with the row's sha256, and
+    no archive lacks a row; what is wrong, by episode (`said_of`), and the manifests that agree
+    with their rows: [the manifest's `listed_identity`, the row's archive_sha256] by name.
+
+    `agreed_before`: what an earlier call returned; a manifest with the same identity and row is
+    not read again (a new series reads its own manifests, not all). `written_of`: the episode_table
+    rows of the ids given, by id, asked once for the manifests left to read: one that a listing
+    shows is the one the row writes is not read."""
+    problems: list[tuple[int, dict]] = []
     listed = {}
     agreed: dict[str, list] = {}
+    to_read: list[tuple[int, dict, str, list]] = []
     stored = {f"episodes/{name}": info for name, info in listing(root / "episodes").items()}
-    for row in _jsonl_rows(root):
+    for index, row in enumerate(rows):
         if row["archive"] is None:
-            problems.append(said_of(row, "row has no archive"))
+            problems.append((index, said_of(row, "row has no archive")))
             continue
         listed[row["archive"]] = row
         name = manifest_name(row)
         seen = [listed_identity(stored[name]), row["archive_sha256"]] if name in stored else None
-        if seen is not None and (seen == (agreed_before or {}).get(name) or manifest_archive_sha256(
-                root / name, (written or {}).get(row["id"], {}), stored[name]) == row["archive_sha256"]):
+        if seen is not None and seen == (agreed_before or {}).get(name):
+            agreed[name] = seen
+        elif seen is not None:
+            to_read.append((index, row, name, seen))
+        else:
+            problems.append((index, said_of(row, DIFFERS_FROM_MANIFEST)))
+    written = written_of([row["id"] for _, row, _, _ in to_read]) if written_of is not None and to_read else {}
+    for index, row, name, seen in to_read:
+        if manifest_archive_sha256(root / name, written.get(row["id"], {}), stored[name]) == row["archive_sha256"]:
             agreed[name] = seen
         else:
-            problems.append(said_of(row, "archive_sha256 in episodes.jsonl differs from the manifest"))
+            problems.append((index, said_of(row, DIFFERS_FROM_MANIFEST)))
+    said = [problem for _, problem in sorted(problems, key=lambda p: p[0])]  # in the rows' order
     on_disk = {name for name in stored if name.endswith(".tar.zst")}
-    problems += [said_of(None, f"{path}: archive without a row") for path in sorted(on_disk - set(listed))]
-    problems += [said_of(listed[path], f"{path}: row without an archive") for path in sorted(set(listed) - on_disk)]
-    return problems, agreed
+    said += [said_of(None, f"{path}: archive without a row") for path in sorted(on_disk - set(listed))]
+    said += [said_of(listed[path], f"{path}: row without an archive") for path in sorted(set(listed) - on_disk)]
+    return said, agreed
 
 
 def manifest_archive_sha256(path: UPath, row: dict, found: dict) -> str | None:

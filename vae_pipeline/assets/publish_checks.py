@@ -17,6 +17,7 @@ Each description names the episodes and files concerned and the way out.
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import dagster as dg
@@ -29,6 +30,7 @@ from vae_pipeline.assets.dataset_episodes import (
     manifest_checked_part,
     manifest_name,
     dataset_episodes,
+    published_rows,
     published_table,
     rows_vs_archives,
     video_in_place,
@@ -75,6 +77,16 @@ class Given:
         read again; a build's run reads only what was written since a check last found it right."""
         return self.context.run.job_name == PUBLISH_CHECKS_JOB
 
+    @cached_property
+    def published_rows(self) -> list[dict]:
+        """episodes.jsonl's rows, parsed once for every check that reads them."""
+        return published_rows(self.dataset_folder)
+
+    @cached_property
+    def published(self) -> pl.DataFrame:
+        """The episode_table rows episodes.jsonl publishes."""
+        return published_table(self.episode_table, self.published_rows)
+
 
 def _result(name: str, passed: bool, description: str, **metadata) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(asset_key=dataset_episodes.key, check_name=name, passed=passed,
@@ -108,7 +120,7 @@ def no_invalid_episodes(given: Given) -> dg.AssetCheckResult:
 
 
 def no_scrub_findings(given: Given) -> dg.AssetCheckResult:
-    published = published_table(given.dataset_folder, given.episode_table)
+    published = given.published
     # one row a finding not allowed, in the rows' order (few, and made dicts alone)
     unreviewed = published.select("series", "id", "findings").explode("findings").drop_nulls("findings") \
         .unnest("findings").filter(~pl.col("allowed")) if published.height else published
@@ -142,7 +154,7 @@ def _problems_since(given: Given, name: str, folder: str, digest: str, files_of:
     published row is taken with those alone; those whose files changed, with all their columns."""
     before = _found_right(given, name)
     listed = listing(given.dataset_folder.root / folder)
-    published = published_table(given.dataset_folder, given.episode_table)
+    published = given.published
     narrow = published.select(list(dict.fromkeys(("series", "id", digest, *columns)))).to_dicts() \
         if published.height else []
     decided = []  # (row, names, listed entries, identity, what was checked, whether to ask problems_of)
@@ -237,11 +249,14 @@ def delivered_videos_present(given: Given) -> dg.AssetCheckResult:
 
 def rows_and_archives_agree(given: Given) -> dg.AssetCheckResult:
     name, root, episode_table = "rows_and_archives_agree", given.dataset_folder.root, given.episode_table
-    # on a bucket, the rows whose manifests a listing may show stored as written (on disk, read)
-    written = {row["id"]: row for row in episode_table.to_dicts()} \
-        if episode_table.height and not is_local(root) else {}
+
+    def written_of(ids: list[str]) -> dict[str, dict]:
+        """On a bucket, the rows whose manifests a listing may show stored as written (on disk, read)."""
+        return {row["id"]: row for row in episode_table.filter(pl.col("id").is_in(ids)).to_dicts()}
+
     before = _found_right(given, name)
-    said, agreed = rows_vs_archives(root, written, before)
+    said, agreed = rows_vs_archives(root, given.published_rows,
+                                    written_of if episode_table.height and not is_local(root) else None, before)
     _keep_found_right(given, name, before, agreed)
     return _by_episode(name, "rows, archives and manifests agree", said,
                        f"{len(said)} disagreement(s) between episodes.jsonl, the archives and the manifests:",

@@ -28,6 +28,7 @@ from dagster._core.definitions.data_version import CachingStaleStatusResolver, S
 from dagster._core.execution.backfill import BulkActionStatus
 from playwright.sync_api import Page, expect
 
+from vae_pipeline.assets import publish_checks
 from vae_pipeline.cli.build import build
 from vae_pipeline.definitions import defs
 from vae_pipeline.domain.project import PROJECT_ROOT
@@ -354,3 +355,29 @@ def test_a_failed_checks_reasons_read_on_the_asset_page(console, ui, sample_runs
     assert "This is a non-blocking asset check" in shown and "No invalid episode in a published series" in shown
     assert "Fix the input, or list the episode or series with a reason in meta/withheld.jsonl" in shown
     assert [episode for episode in bad if episode not in shown] == []
+
+
+def test_one_publish_check_executed_from_its_page_runs_alone_and_leaves_the_others(console, ui):
+    """Catalog → dataset_episodes → Checks → jsonl_and_parquet_agree → Execute. The checks of
+    `dataset_episodes` share one step; launched alone from the UI, that step evaluates the one
+    check and leaves every other check's latest result as it was."""
+    instance, name = console["instance"], "jsonl_and_parquet_agree"
+    others = [key for key in publish_checks.dataset_episodes_checks.check_keys if key.name != name]
+    before = {key: instance.get_latest_asset_check_evaluation_record(key).run_id for key in others}
+    page = ui.page
+    page.goto(f"{console['url']}/assets/dataset_episodes?view=checks")
+    page.get_by_text(name, exact=True).first.click()
+    # the button's name begins with its icon's; "Execute all" (every check) is another button
+    launched = answer_to(page, "LaunchPipelineExecution", page.get_by_role("button", name=re.compile(r"Execute$")))
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    (params,) = ui.launched("LaunchPipelineExecution")
+    assert params["executionParams"]["selector"] == {
+        **LOCATION, "jobName": "__ASSET_JOB", "assetSelection": [],
+        "assetCheckSelection": [{"assetKey": {"path": ["dataset_episodes"]}, "name": name}]}
+
+    run = wait_for_run(console, launched["run"]["id"])
+    assert run.status == dg.DagsterRunStatus.SUCCESS, console["log"].read_text()[-4000:]
+    evaluated = [event.dagster_event.event_specific_data
+                 for event in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)]
+    assert [(e.check_name, e.passed) for e in evaluated] == [(name, True)]
+    assert {key: instance.get_latest_asset_check_evaluation_record(key).run_id for key in others} == before

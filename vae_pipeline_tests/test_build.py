@@ -202,6 +202,40 @@ def test_a_changed_series_rematerializes_only_its_partition_and_downstream(built
     assert latest["videos"].value == first["videos"].value
 
 
+def test_a_series_whose_series_json_cannot_be_read_for_a_while_stays_a_series(built, sample_runs, pipeline_env):
+    """A series.json caught half-written (a harness rewriting it, a fetch cut short) does not make
+    a known series "gone": it keeps its partition, its episodes read invalid naming series.json
+    and it leaves the release; once the file reads again the series comes back as it was, its
+    stages run again for it alone. Only a folder that is gone removes a series."""
+    runs, _, _ = built
+    dataset = pipeline_env["dataset"]
+    series = next(s for s, status in sample_runs.series.items() if status == "completed")
+    ours = sorted(p.episode_id for p in sample_runs.episodes if p.series == series)
+    published = [json.loads(line)["id"] for line in (dataset / "episodes.jsonl").read_text().splitlines()]
+    assert set(published) & set(ours)
+    info = runs / series / "series.json"
+    whole = info.read_bytes()
+    info.write_bytes(whole[: len(whole) // 2])
+
+    summary = build(runs, dataset)
+    assert series in dg.DagsterInstance.get().get_dynamic_partitions("series")
+    assert summary["materialized"]["episodes"] == [series]
+    assert [s for s in summary["skipped_folders"] if s["name"] == series][0]["reason"].startswith(
+        "no readable series.json")
+    invalid = {row["episode"]: row for row in summary["invalid_episodes"] if row["series"] == series}
+    assert sorted(invalid) == ours
+    assert {(row["file"], row["reason"].split(" (")[0]) for row in invalid.values()} == \
+        {("series.json", "the series' series.json: not valid JSON")}
+    assert [i for i in (json.loads(line)["id"] for line in (dataset / "episodes.jsonl").read_text().splitlines())
+            if i in ours] == []
+
+    info.write_bytes(whole)
+    summary = build(runs, dataset)
+    assert [json.loads(line)["id"] for line in (dataset / "episodes.jsonl").read_text().splitlines()] == published
+    partitioned = {k: v for k, v in summary["materialized"].items() if any(p is not None for p in v)}
+    assert partitioned and all(v == [series] for v in partitioned.values())
+
+
 def test_a_change_makes_only_the_manifests_it_touches_and_a_damaged_one_again(built, sample_runs, pipeline_env,
                                                                             monkeypatch):
     """After one episode's archive changes, `dataset_episodes` makes that episode's manifest, and

@@ -61,7 +61,7 @@ def parse_series(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings:
                             max_line_bytes=runs_root.max_line_bytes)
         if unreadable is not None:
             row.update(valid=False, error_file=unreadable.file, error_line=unreadable.line,
-                       error_reason=scrub_line(f"the series' {unreadable.reason}", scrub))
+                       error_reason=scrub_line(f"the series' series.json: {unreadable.reason}", scrub))
         if row["valid"] and row["id"] in seen:
             row.update(valid=False, error_file=row["source"], error_line=None,
                        error_reason="duplicate episode id (a folder and an archive of the same run?)")

@@ -77,11 +77,16 @@ def series_changes(instance: dg.DagsterInstance, runs_root: RunsRoot, scrub_sett
     """Series found under the runs root that are not partitions yet, and partitions whose folder is gone.
 
     A folder whose name the scrub would change is no series (its name would be a partition key,
-    in every run's tags): it is skipped, named through the scrub."""
+    in every run's tags): it is skipped, named through the scrub. A known series whose series.json
+    cannot be read now (caught half-written, a fetch cut short) is not gone: it keeps its
+    partition, and its episodes read invalid, naming the file, until it reads again."""
     found, skipped = discover_series(runs_root.root, scrub_config(scrub_settings))
     known = set(instance.get_dynamic_partitions(SERIES))
     ids = {series.series_id for series in found}
-    return SeriesSync(sorted(ids - known), sorted(known - ids), skipped)
+    unreadable = {folder.name for folder in skipped if folder.name in known}
+    skipped = [Skipped(folder.name, f"{folder.reason}; kept as a series, its episodes invalid until it reads again")
+               if folder.name in unreadable else folder for folder in skipped]
+    return SeriesSync(sorted(ids - known), sorted(known - ids - unreadable), skipped)
 
 
 def sync_series(instance: dg.DagsterInstance, runs_root: RunsRoot, scrub_settings: ScrubSettings) -> SeriesSync:

@@ -169,6 +169,33 @@ def test_staged_files_are_fetched_from_one_listing_a_folder_not_a_head_each(make
         mirror.fetch_all(["videos/s1/gone.mp4"])
 
 
+def test_a_fetch_cut_short_is_refused_and_fetched_again_next_time(make_bucket, s3_environ, s3_client, tmp_path,
+                                                                   monkeypatch):
+    """A file that comes shorter than the listing says (a connection dropped mid-body, a client that
+    ends the stream early) fails the fetch, is not kept and is not noted with the object's ETag: a
+    series.json cut in two would otherwise read as no series until the object changed. The next
+    fetch gets the whole file."""
+    bucket = make_bucket()
+    name = "2026-10-21-s1/series.json"
+    whole = json.dumps({"series_id": "2026-10-21-s1", "status": "completed"}).encode()
+    s3_client.put_object(Bucket=bucket, Key=f"runs/{name}", Body=whole)
+    mirror = Mirror(location(f"s3://{bucket}/runs"), tmp_path / "scratch")
+    real_get = s3fs.S3FileSystem.get
+
+    def cut_short(fs, remote, local, *args, **kwargs):
+        real_get(fs, remote, local, *args, **kwargs)
+        for path in local:
+            with open(path, "r+b") as handle:
+                handle.truncate(len(whole) // 2)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "get", cut_short)
+    with pytest.raises(OSError, match=r"^1 fetched file\(s\) came other than the size the bucket lists"):
+        mirror.fetch_all([name])
+    assert [p for p in (tmp_path / "scratch").rglob("*") if p.is_file()] == []
+    monkeypatch.setattr(s3fs.S3FileSystem, "get", real_get)
+    assert mirror.fetch_all([name])[name].read_bytes() == whole
+
+
 def _site(folder, pages: dict[str, bytes]) -> None:
     for name, data in pages.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)

@@ -608,15 +608,15 @@ class Mirror:
         """The local copy of each file of `rels`, from one listing per top folder they are in (not a
         HEAD each): the missing or changed ones downloaded together. By name."""
         if self.is_remote and rels:
-            tags = {}
+            found_in: dict[str, dict] = {}
             for top in sorted({rel.split("/", 1)[0] for rel in rels}):
                 listed = listing(self.remote / top)
                 for rel in (r for r in rels if r.split("/", 1)[0] == top):
                     found = listed.get(rel[len(top) + 1:])
                     if found is None:
                         raise FileNotFoundError(f"{rel} is not in the bucket")
-                    tags[rel] = found.get("ETag")
-            self._download(tags)
+                    found_in[rel] = found
+            self._download(found_in)
         return {rel: self.local / rel for rel in rels}
 
     def sync(self, rel: str = "", shared: UPath | None = None, local_only: tuple[str, ...] = ()) -> Path:
@@ -627,15 +627,15 @@ class Mirror:
         folder = self.local / rel if rel else self.local
         if not self.is_remote:
             return folder
-        listed = {name: info.get("ETag") for name, info in listing(self.remote / rel if rel else self.remote).items()}
+        listed = listing(self.remote / rel if rel else self.remote)
         # a series' series.json may have come with the root's files: their object is looked in second
-        self._download({f"{rel}/{name}" if rel else name: tag for name, tag in listed.items()},
+        self._download({f"{rel}/{name}" if rel else name: info for name, info in listed.items()},
                        [] if shared is None else list(dict.fromkeys([shared / f"{rel or ROOT_PACK}{PACKED}",
                                                                       shared / f"{ROOT_PACK}{PACKED}"])))
         kept = set(listed)
-        for name, tag in listed.items():
+        for name, info in listed.items():
             if name.startswith(f"{PACKS}/") and name.endswith(PACKED):
-                kept |= self._unpack_in_place(folder, f"{rel}/{name}" if rel else name, tag)
+                kept |= self._unpack_in_place(folder, f"{rel}/{name}" if rel else name, info.get("ETag"))
         if folder.is_dir():
             for path in sorted(folder.rglob("*")):
                 name = path.relative_to(folder).as_posix()
@@ -669,7 +669,7 @@ class Mirror:
         if not self.is_remote:
             return {}
         listed = listing(self.remote)
-        self._download({rel: info.get("ETag") for rel, info in listed.items() if wanted(rel)},
+        self._download({rel: info for rel, info in listed.items() if wanted(rel)},
                        [] if shared is None else [shared / f"{ROOT_PACK}{PACKED}"])
         for path in sorted(self.local.rglob("*")) if self.local.is_dir() else []:
             rel = path.relative_to(self.local).as_posix()
@@ -687,13 +687,13 @@ class Mirror:
             return
         listed = listing(self.remote / under) if listed is None else listed
         wanted = {rel[len(under) + 1:] for rel in rels}
-        packed = {name: info.get("ETag") for name, info in listed.items()
+        packed = {name: info for name, info in listed.items()
                   if name.endswith(PACKED) and name[: -len(PACKED)] in wanted}
         loose_folders = wanted - {name[: -len(PACKED)] for name in packed}
-        loose = {name: info.get("ETag") for name, info in listed.items() if name.rsplit("/", 1)[0] in loose_folders}
-        self._download({f"{under}/{name}": tag for name, tag in {**packed, **loose}.items()})
-        for name, tag in packed.items():
-            self._unpack(f"{under}/{name[: -len(PACKED)]}", tag)
+        loose = {name: info for name, info in listed.items() if name.rsplit("/", 1)[0] in loose_folders}
+        self._download({f"{under}/{name}": info for name, info in {**packed, **loose}.items()})
+        for name, info in packed.items():
+            self._unpack(f"{under}/{name[: -len(PACKED)]}", info.get("ETag"))
 
     def sync_folders(self, under: str) -> None:
         """Every folder `publish_folder` made under the prefix `under`, here (one listing)."""
@@ -713,22 +713,23 @@ class Mirror:
             tar.extractall(staging, filter="data")
         write_atomic(marker, tag.encode(), durable=False)
 
-    def _download(self, tags: dict[str, str], shared: list[UPath] = ()) -> None:
-        """Fetch the files (by name relative to the root, with their ETags on the bucket) whose
-        local copy is missing or was fetched with another ETag: into temp names, concurrently,
-        then each renamed into place with its ETag noted.
+    def _download(self, listed: dict[str, dict], shared: list[UPath] = ()) -> None:
+        """Fetch the files (by name relative to the root, with their entries in a listing of the
+        bucket) whose local copy is missing or was fetched with another ETag: into temp names,
+        concurrently, then each renamed into place with its ETag noted.
 
         With `shared` (objects in a prefix every machine reaches, the first these files'), the
         machine that fetches them first leaves them all in the first as one tar; a machine
         lacking them takes those whose ETag is still the bucket's from these objects (a GET
         each, until none is missing) and fetches only the rest, then leaves the tar anew: each
         file is fetched from its own place once, whichever machine needs it."""
+        tags = {rel: info.get("ETag") for rel, info in listed.items()}
         stale = {rel: tag for rel, tag in tags.items() if not self._holds(rel, tag)}
         for pack in shared:
             if stale:
                 stale = self._take_shared(pack, stale)
         if stale:
-            self._fetch(stale)
+            self._fetch(stale, {rel: listed[rel].get("size") for rel in stale})
             if shared:
                 put_bytes(shared[0], _packed({rel: self.local / rel for rel in tags}, tags), kept=False)
 
@@ -758,13 +759,20 @@ class Mirror:
                 del left[rel]
         return left
 
-    def _fetch(self, stale: dict[str, str]) -> None:
-        """Download the files of `stale` from their places (see `_download`)."""
+    def _fetch(self, stale: dict[str, str], sizes: dict[str, int | None]) -> None:
+        """Download the files of `stale` from their places (see `_download`). A file that comes
+        other than its listed size (a fetch cut short) fails the fetch and is not kept: noted with
+        the whole file's ETag, it would be trusted until the object changed (a series.json cut in
+        two reads as no series)."""
         temps = {rel: self.local / f"{rel}.{uuid.uuid4().hex[:8]}.fetching" for rel in stale}
         for folder in {temp.parent for temp in temps.values()} | {(self._tags / rel).parent for rel in stale}:
             folder.mkdir(parents=True, exist_ok=True)
         try:
             self.remote.fs.get([f"{self.remote.path}/{rel}" for rel in stale], [str(temps[rel]) for rel in stale])
+            cut = [rel for rel in stale if sizes[rel] is not None and temps[rel].stat().st_size != sizes[rel]]
+            if cut:  # counted, not named: the names are input
+                raise OSError(f"{len(cut)} fetched file(s) came other than the size the bucket lists (a fetch cut "
+                              "short): fetched again next time")
             for rel, tag in stale.items():
                 os.replace(temps[rel], self.local / rel)
                 # written in place, not through a temp file: a torn note never equals a tag, so at

@@ -274,6 +274,27 @@ def test_two_celery_workers_sharing_only_the_bucket_build_the_same_bytes(runs, s
     assert bucket_bytes(paths["dataset"].removeprefix("s3://")) == local_build["files"]
 
 
+def test_judge_answers_are_read_on_a_machine_that_has_not_fetched_the_series(bucket_build, runs):
+    """With Celery, `verdicts` may run on a worker that ran no other step of its series: it fetches
+    the series' files first, as `renders` and `bundles` do. Reading from an empty local copy
+    instead made every judged episode invalid and the release publish none of them."""
+    from vae_pipeline.cli.common import paths_of, settings
+    from vae_pipeline.cli.launch import run_job
+    from vae_pipeline.storage.resources import RunsRoot
+
+    mirror = RunsRoot(path=runs["url"], scratch_path=bucket_build["scratch"]).mirror
+    shutil.rmtree(mirror.local)  # what this machine fetched of the runs root: as on another worker
+    shutil.rmtree(mirror.local.parent / f"{mirror.local.name}.etags")
+    series = sorted(s for s, status in runs["sample"].series.items() if status == "completed")[0]
+    judged = sorted(p.episode_id for p in runs["sample"].episodes if p.series == series and p.bad is None)
+    assert judged
+    with settings(**paths_of(runs["url"], bucket_build["dataset"])), dg.DagsterInstance.get() as instance:
+        result = run_job("refresh", instance, partition_key=series, asset_selection=[dg.AssetKey("verdicts")])
+        assert result.success
+        (frame,) = result.output_for_node("verdicts").values()
+    assert sorted(frame.filter(pl.col("judge_valid"))["id"].to_list()) == judged
+
+
 def test_publish_streams_the_dataset_on_the_bucket_to_the_hub(bucket_build, runs, hub, capsys):
     dataset = bucket_build["dataset"]
     code = main(["publish", "--dataset", dataset, "--repo", REPO])

@@ -75,6 +75,8 @@ def verdicts(context: dg.AssetExecutionContext, runs_root: RunsRoot, scrub_setti
     config = scrub_config(scrub_settings)
     for series in context.partition_keys:
         judged = episodes[series].filter(pl.col("valid") & pl.col("judged")).to_dicts()
+        if judged:  # its files here: on a bucket, this machine may have run no other step of the series
+            runs_root.series_dir(series)
         frame = pl.DataFrame([read_verdict(runs_root, row, config) for row in judged], schema=VERDICTS_SCHEMA)
         bad = frame.filter(~pl.col("judge_valid"))
         for row in bad.iter_rows(named=True):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-MAX_CONNECTIONS = 32
+MAX_CONNECTIONS = 128  # a thread each; a real store serves far more at once
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 OUTSIDE = "outside steps"
 
@@ -41,6 +41,7 @@ class Request:
     path: str
     status: int
     kind: str
+    credential: str = ""  # SigV4's `Credential=`: access key id/date/region/service/aws4_request, or ""
 
 
 def kind_of(method: str, target: str, headers) -> str:
@@ -56,6 +57,12 @@ def kind_of(method: str, target: str, headers) -> str:
     if method == "PUT" and (headers.get("If-Match") or headers.get("If-None-Match")):
         return "conditional PUT"
     return method
+
+
+def credential(headers) -> str:
+    """The credential scope a SigV4 `Authorization` header names (whose keys, which region), or ''."""
+    _, found, rest = headers.get("Authorization", "").partition("Credential=")
+    return rest.split(",", 1)[0] if found else ""
 
 
 class CountingProxy:
@@ -147,7 +154,7 @@ class CountingProxy:
                 answer = self.upstream.getresponse()
                 data = answer.read()
                 proxy._note(Request(arrived, self.command, self.path, answer.status,
-                                    kind_of(self.command, self.path, self.headers)))
+                                    kind_of(self.command, self.path, self.headers), credential(self.headers)))
                 self.send_response_only(answer.status, answer.reason)
                 for name, value in answer.getheaders():
                     if name.lower() not in HOP_BY_HOP and name.lower() != "content-length":

@@ -3,11 +3,12 @@ root listed in one LIST (not a HEAD per series.json), the dataset's files compar
 listing, and the proxy's own counts."""
 
 import json
+import os
 
 import pytest
 import s3fs
 
-from vae_pipeline.domain.objects import Mirror, heads_under, location, place_file, write_if_changed
+from vae_pipeline.domain.objects import Mirror, get_objects, heads_under, location, place_file, write_if_changed
 from vae_pipeline.storage.resources import RunsRoot
 from vae_pipeline_tests.request_counter import CountingProxy, summary
 
@@ -175,24 +176,25 @@ def test_a_fetch_cut_short_is_refused_and_fetched_again_next_time(make_bucket, s
     ends the stream early) fails the fetch, is not kept and is not noted with the object's ETag: a
     series.json cut in two would otherwise read as no series until the object changed. The next
     fetch gets the whole file."""
+    import vae_pipeline.domain.objects as objects
+
     bucket = make_bucket()
     name = "2026-10-21-s1/series.json"
     whole = json.dumps({"series_id": "2026-10-21-s1", "status": "completed"}).encode()
     s3_client.put_object(Bucket=bucket, Key=f"runs/{name}", Body=whole)
     mirror = Mirror(location(f"s3://{bucket}/runs"), tmp_path / "scratch")
-    real_get = s3fs.S3FileSystem.get
 
-    def cut_short(fs, remote, local, *args, **kwargs):
-        real_get(fs, remote, local, *args, **kwargs)
-        for path in local:
+    def cut_short(fs, targets):
+        get_objects(fs, targets)
+        for path in targets.values():
             with open(path, "r+b") as handle:
                 handle.truncate(len(whole) // 2)
 
-    monkeypatch.setattr(s3fs.S3FileSystem, "get", cut_short)
+    monkeypatch.setattr(objects, "get_objects", cut_short)
     with pytest.raises(OSError, match=r"^1 fetched file\(s\) came other than the size the bucket lists"):
         mirror.fetch_all([name])
     assert [p for p in (tmp_path / "scratch").rglob("*") if p.is_file()] == []
-    monkeypatch.setattr(s3fs.S3FileSystem, "get", real_get)
+    monkeypatch.setattr(objects, "get_objects", get_objects)
     assert mirror.fetch_all([name])[name].read_bytes() == whole
 
 
@@ -599,3 +601,32 @@ def test_the_next_series_is_fetched_while_the_step_reads_this_one(runs, proxy, t
     assert next(handed)[0] == SERIES[0]
     with pytest.raises(OSError, match="refused"):
         next(handed)
+
+
+def test_many_files_are_fetched_where_botocore_goes_signed_with_its_credentials(runs, s3_endpoint, tmp_path,
+                                                                                monkeypatch):
+    """The client that fetches many files at once takes the endpoint, region and keys botocore
+    resolved — here from a profile in the AWS files, no AWS variable set — and a missing object
+    is a FileNotFoundError naming it, as from s3fs."""
+    config, credentials = tmp_path / "config", tmp_path / "credentials"
+    with CountingProxy(s3_endpoint, lifetime_s=300) as proxy:
+        config.write_text(f"[profile vae]\nregion = eu-west-3\nendpoint_url = {proxy.endpoint}\n")
+        credentials.write_text("[vae]\naws_access_key_id = AKIAPROFILEKEY\naws_secret_access_key = profile-secret\n")
+        for name in [n for n in os.environ if n.startswith("AWS_")]:
+            monkeypatch.delenv(name)
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+        monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+        monkeypatch.setenv("AWS_PROFILE", "vae")
+        s3fs.S3FileSystem.clear_instance_cache()
+        mirror = Mirror(location(f"s3://{runs}/runs"), tmp_path / "copy")
+        wanted = [f"{series}/series.json" for series in SERIES]
+        local = mirror.fetch_all(wanted)
+        gets = [r for r in proxy.taken() if r.kind == "GET"]
+        assert sorted(r.path for r in gets) == sorted(f"/{runs}/runs/{rel}" for rel in wanted)
+        # signed with the profile's keys for its region (SigV4's scope: key id/date/region/service/...)
+        assert {(r.credential.split("/")[0], r.credential.split("/")[2]) for r in gets} == {("AKIAPROFILEKEY", "eu-west-3")}
+        assert {r.status for r in gets} == {200}
+        assert [json.loads(local[rel].read_bytes()) for rel in wanted] == [{"id": s} for s in SERIES]
+        with pytest.raises(FileNotFoundError, match=f"{runs}/runs/gone.json is not in the bucket"):
+            get_objects(mirror.remote.fs, {f"{runs}/runs/gone.json": tmp_path / "gone.json"})
+    s3fs.S3FileSystem.clear_instance_cache()

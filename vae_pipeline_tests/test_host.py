@@ -436,3 +436,17 @@ def test_a_host_rule_may_be_null():
     # a judged episode whose host saw no video stored FAIL with no rule
     got = parse_judge(_broken(lambda d: d.update(host={**d["host"], "label": "FAIL", "rule": None})))
     assert got["stored_host_label"] == "FAIL"
+
+
+def test_a_judge_answer_gone_since_the_episode_was_parsed_is_said_missing(tmp_path):
+    """The verdicts row of a judged episode whose judge.json is no longer there names the file and
+    says it is missing (not an error of the pipeline's own), and the row alone is invalid."""
+    from vae_pipeline.assets.verdicts import read_verdict
+    from vae_pipeline.domain.scrub.texts import ScrubConfig
+    from vae_pipeline.storage.resources import RunsRoot
+
+    (tmp_path / "2026-10-21-s1" / "title-card-001-s1").mkdir(parents=True)
+    row = {"series": "2026-10-21-s1", "id": "title-card-001-s1", "source": "title-card-001-s1", "is_archive": False}
+    verdict = read_verdict(RunsRoot(path=str(tmp_path)), row, ScrubConfig())
+    assert (verdict["judge_valid"], verdict["judge_error_file"], verdict["judge_error_reason"]) == \
+        (False, "judge.json", "required file is missing")

@@ -47,6 +47,8 @@ def read_verdict(runs_root: RunsRoot, row: dict, config: ScrubConfig) -> dict:
     try:
         with reading(JUDGE):
             files = runs_root.read_files(row, lambda name: name == JUDGE, as_json=True)
+            if JUDGE not in files.data:  # gone since the episode was parsed
+                raise BadInput(JUDGE, "required file is missing")
             judge = parse_judge(files.data[JUDGE].decode("utf-8", errors="replace"))
             answer = judge["answer"]
             text = {key: scrub_line(value, config) if isinstance(value, str) else value for key, value in (

@@ -187,9 +187,6 @@ def manifest_checked_part(root: UPath, row: dict, found: dict | None = None) -> 
     return hashlib.sha256(checked.encode()).hexdigest()
 
 
-DIFFERS_FROM_MANIFEST = "archive_sha256 in episodes.jsonl differs from the manifest"
-
-
 def rows_vs_archives(root: UPath, rows: list[dict],
                      written_of: Callable[[list[str]], dict[str, dict]] | None = None,
                      agreed_before: dict[str, list] | None = None) -> tuple[list[dict], dict[str, list]]:
@@ -201,35 +198,34 @@ def rows_vs_archives(root: UPath, rows: list[dict],
     not read again (a new series reads its own manifests, not all). `written_of`: the episode_table
     rows of the ids given, by id, asked once for the manifests left to read: one that a listing
     shows is the one the row writes is not read."""
-    problems: list[tuple[int, dict]] = []
+    agreed_before = agreed_before or {}
+    stored = {f"episodes/{name}": info for name, info in listing(root / "episodes").items()}
+
+    def seen_of(row: dict) -> list | None:
+        name = manifest_name(row)
+        return [listed_identity(stored[name]), row["archive_sha256"]] if name in stored else None
+
+    to_read = [row["id"] for row in rows if row["archive"] is not None
+               and (seen := seen_of(row)) is not None and seen != agreed_before.get(manifest_name(row))]
+    written = written_of(to_read) if written_of is not None and to_read else {}
+    problems = []
     listed = {}
     agreed: dict[str, list] = {}
-    to_read: list[tuple[int, dict, str, list]] = []
-    stored = {f"episodes/{name}": info for name, info in listing(root / "episodes").items()}
-    for index, row in enumerate(rows):
+    for row in rows:
         if row["archive"] is None:
-            problems.append((index, said_of(row, "row has no archive")))
+            problems.append(said_of(row, "row has no archive"))
             continue
         listed[row["archive"]] = row
-        name = manifest_name(row)
-        seen = [listed_identity(stored[name]), row["archive_sha256"]] if name in stored else None
-        if seen is not None and seen == (agreed_before or {}).get(name):
-            agreed[name] = seen
-        elif seen is not None:
-            to_read.append((index, row, name, seen))
-        else:
-            problems.append((index, said_of(row, DIFFERS_FROM_MANIFEST)))
-    written = written_of([row["id"] for _, row, _, _ in to_read]) if written_of is not None and to_read else {}
-    for index, row, name, seen in to_read:
-        if manifest_archive_sha256(root / name, written.get(row["id"], {}), stored[name]) == row["archive_sha256"]:
+        name, seen = manifest_name(row), seen_of(row)
+        if seen is not None and (seen == agreed_before.get(name) or manifest_archive_sha256(
+                root / name, written.get(row["id"], {}), stored[name]) == row["archive_sha256"]):
             agreed[name] = seen
         else:
-            problems.append((index, said_of(row, DIFFERS_FROM_MANIFEST)))
-    said = [problem for _, problem in sorted(problems, key=lambda p: p[0])]  # in the rows' order
+            problems.append(said_of(row, "archive_sha256 in episodes.jsonl differs from the manifest"))
     on_disk = {name for name in stored if name.endswith(".tar.zst")}
-    said += [said_of(None, f"{path}: archive without a row") for path in sorted(on_disk - set(listed))]
-    said += [said_of(listed[path], f"{path}: row without an archive") for path in sorted(set(listed) - on_disk)]
-    return said, agreed
+    problems += [said_of(None, f"{path}: archive without a row") for path in sorted(on_disk - set(listed))]
+    problems += [said_of(listed[path], f"{path}: row without an archive") for path in sorted(set(listed) - on_disk)]
+    return problems, agreed
 
 
 def manifest_archive_sha256(path: UPath, row: dict, found: dict) -> str | None:

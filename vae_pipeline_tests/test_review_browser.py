@@ -338,6 +338,8 @@ def test_served_site_plays_and_seeks_over_http_and_serves_nothing_else(site, sam
         assert not open_page(page, url)
         page.locator(".timeline .mark.freeze").first.click()
         page.wait_for_function(f"Math.abs(document.getElementById('video').currentTime - 1.0) <= {FRAME}")
+        # the seek's frame loads after currentTime moves (readyState 1 meanwhile): wait for the seek to end
+        page.wait_for_function("!document.getElementById('video').seeking")
         assert page.evaluate("document.getElementById('video').readyState") >= 2
         long = site["long"]  # the transcript pages and their images are served too
         assert not open_page(page, f"{base}/review/episodes/{long.series}/{long.episode_id}/transcript-1.html")

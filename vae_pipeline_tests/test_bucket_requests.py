@@ -4,11 +4,21 @@ listing, and the proxy's own counts."""
 
 import json
 import os
+import threading
+import time
 
 import pytest
 import s3fs
 
-from vae_pipeline.domain.objects import Mirror, get_objects, heads_under, location, place_file, write_if_changed
+from vae_pipeline.domain.objects import (
+    Mirror,
+    get_objects,
+    heads_under,
+    listings_held,
+    location,
+    place_file,
+    write_if_changed,
+)
 from vae_pipeline.storage.resources import RunsRoot
 from vae_pipeline_tests.request_counter import CountingProxy, summary
 
@@ -574,8 +584,6 @@ def test_the_next_series_is_fetched_while_the_step_reads_this_one(runs, proxy, t
     """`series_dirs` hands each series' folder in order, the next one already fetching while the
     caller reads the current one: the store serves while the step parses. Each file is fetched
     once, and a series that cannot be fetched fails where it is reached, after those before it."""
-    import time
-
     root = RunsRoot(path=f"s3://{runs}/runs", scratch_path=str(tmp_path / "scratch"))
     local = root.mirror.local
     handed = root.series_dirs(SERIES)
@@ -601,6 +609,43 @@ def test_the_next_series_is_fetched_while_the_step_reads_this_one(runs, proxy, t
     assert next(handed)[0] == SERIES[0]
     with pytest.raises(OSError, match="refused"):
         next(handed)
+
+
+def test_series_fetched_ahead_while_a_step_asks_for_them_are_fetched_once(runs, proxy, tmp_path, monkeypatch):
+    """A build fetches a run's series ahead while the step reading them may already ask for the
+    same ones: one fetch of a folder at a time, the second finding the files here. A fetch ahead
+    that fails is left to the step, which fetches that series itself."""
+    from vae_pipeline.domain import objects
+
+    root = RunsRoot(path=f"s3://{runs}/runs", scratch_path=str(tmp_path / "scratch"))
+    real_get, fetching = objects.get_objects, threading.Event()
+
+    def slow_get(fs, targets):  # the fetch ahead is inside its first series when the step asks
+        fetching.set()
+        time.sleep(0.3)
+        real_get(fs, targets)
+
+    monkeypatch.setattr(objects, "get_objects", slow_get)
+    with listings_held(root.path), root.fetching_ahead(SERIES):
+        assert fetching.wait(30)
+        handed = dict(root.series_dirs(SERIES))
+    # each series listed once (the listing held, as in a build) and each of its files fetched once
+    assert summary(proxy.taken())["kind"] == {"LIST": len(SERIES), "GET": 2 * len(SERIES)}
+    assert {s: (f / "ep-1/transcript.jsonl").read_bytes() for s, f in handed.items()} == dict.fromkeys(SERIES, b"{}\n")
+    assert [p.name for p in root.mirror.local.rglob("*.fetching")] == []
+
+    refused = threading.Event()
+
+    def failing_get(fs, targets):
+        refused.set()
+        raise OSError("the store refused")
+
+    fresh = RunsRoot(path=f"s3://{runs}/runs", scratch_path=str(tmp_path / "other"))
+    monkeypatch.setattr(objects, "get_objects", failing_get)
+    with fresh.fetching_ahead(SERIES):  # leaving waits for it; its failure is not raised here
+        assert refused.wait(30)
+    monkeypatch.setattr(objects, "get_objects", real_get)
+    assert (fresh.series_dir(SERIES[0]) / "ep-1/transcript.jsonl").read_bytes() == b"{}\n"
 
 
 def test_many_files_are_fetched_where_botocore_goes_signed_with_its_credentials(runs, s3_endpoint, tmp_path,

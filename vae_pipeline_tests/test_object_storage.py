@@ -27,7 +27,7 @@ from vae_pipeline.cli.review import review_index
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META, isolate
 from vae_pipeline_tests.object_store import OVERRIDING, aws_environ, fresh_bucket
-from vae_pipeline_tests.request_counter import CountingProxy
+from vae_pipeline_tests.request_counter import CountingProxy, step_windows
 from vae_pipeline_tests.services import postgres_database, process, redis_prefix, wait_for
 from vae_pipeline_tests.test_publish_flow import REPO, TOKEN, hub  # noqa: F401 (a fixture)
 
@@ -271,6 +271,34 @@ def test_two_celery_workers_sharing_only_the_bucket_build_the_same_bytes(runs, s
     inputs = {f"/{s3['bucket']}/runs/{p.relative_to(runs['local']).as_posix()}" for p in runs["local"].rglob("*")
               if p.is_file()}
     assert set(fetched) == inputs and {p: n for p, n in fetched.items() if n > 1} == {}
+    assert bucket_bytes(paths["dataset"].removeprefix("s3://")) == local_build["files"]
+
+
+def test_a_build_fetches_the_series_its_run_reads_before_the_run_reads_them_and_each_file_once(
+        runs, s3, local_build, tmp_path, monkeypatch):
+    """In-process, the build starts fetching the series a run reads while Dagster makes and starts
+    the run (the store would sit idle), and the steps then find them here: the first of their
+    files arrives before `episodes` starts, and each input file is fetched once."""
+    paths = on_bucket(monkeypatch, tmp_path / "build", s3["bucket"], "ahead")
+    with CountingProxy(s3["endpoint"], lifetime_s=600) as counting:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", counting.endpoint)
+        s3fs.S3FileSystem.clear_instance_cache()
+        with contextlib.redirect_stdout(io.StringIO()):
+            summary = build(runs["url"], paths["dataset"])
+        with dg.DagsterInstance.get() as instance:
+            windows = step_windows(instance)
+        taken = counting.taken()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3["endpoint"])  # the proxy is gone
+    s3fs.S3FileSystem.clear_instance_cache()
+    assert summary["failed_runs"] == []
+    prefix = f"/{s3['bucket']}/runs/"
+    fetched = [r for r in taken if r.method == "GET" and r.kind == "GET" and r.path.startswith(prefix)]
+    inputs = {prefix + p.relative_to(runs["local"]).as_posix() for p in runs["local"].rglob("*") if p.is_file()}
+    counts = Counter(r.path for r in fetched)
+    assert set(counts) == inputs and {p: n for p, n in counts.items() if n > 1} == {}
+    episodes_started = min(start for start, _, step in windows if step == "episodes")
+    episode_files = [r.at for r in fetched if r.path.count("/") >= 5]  # /bucket/runs/series/episode/…
+    assert episode_files and min(episode_files) < episodes_started
     assert bucket_bytes(paths["dataset"].removeprefix("s3://")) == local_build["files"]
 
 

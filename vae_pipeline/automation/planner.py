@@ -35,6 +35,7 @@ from vae_pipeline.assets.meta import (
 )
 from vae_pipeline.assets.renders import renders
 from vae_pipeline.assets.review_site import review_site, review_site_source
+from vae_pipeline.assets.verdicts import verdicts
 from vae_pipeline.assets.scrub_settings import scrub_config, scrub_source
 from vae_pipeline.domain.episodes.series import Skipped, discover_series
 from vae_pipeline.storage.checks import unevaluated_partitions
@@ -111,6 +112,9 @@ def stale(instance: dg.DagsterInstance, runs_root: RunsRoot, project_meta: Proje
                        partitions, unevaluated_partitions(instance, check_keys(), partitions))
 
 
+# The assets whose steps read a series' folder of the runs root (fetched first on a bucket).
+READ_SERIES_FOLDERS = {episodes.key, renders.key, bundles.key, verdicts.key}
+
 # Re-run only when their own inputs really changed, never just because an upstream in the same run
 # did: these decode videos and re-pack archives.
 COSTLY = {renders.key, bundles.key}
@@ -134,6 +138,10 @@ class PlannedRun:
     def series(self, partitions: list[str]) -> list[str]:
         """The series the run covers, in partition order (none for unpartitioned assets only)."""
         return [] if self.first is None else partitions[partitions.index(self.first):partitions.index(self.last) + 1]
+
+    def series_folders_read(self, partitions: list[str]) -> list[str]:
+        """The series whose folders the run's steps read, in the order they read them."""
+        return self.series(partitions) if READ_SERIES_FOLDERS & set(self.keys) else []
 
     def tags(self) -> dict[str, str]:
         """The run's tags: the refresh marker and a range of series (Dagster's own range tags)."""

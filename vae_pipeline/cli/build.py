@@ -19,6 +19,7 @@ from vae_pipeline.cli.common import CliError, episode_table_rows, paths_of, run_
 from vae_pipeline.cli.launch import run_job
 from vae_pipeline.cli.review import review_index
 from vae_pipeline.definitions import defs, resources_from_environ
+from vae_pipeline.engines.executor import engine_of
 from vae_pipeline.engines.settings import apply_defaults, check_bucket
 from vae_pipeline.sample.generator import SampleRun, generate
 from vae_pipeline.storage.checks import check_outcomes
@@ -95,8 +96,12 @@ def _build(instance: dg.DagsterInstance, env: dict[str, str], max_rounds: int, l
             where = "all series" if run.first is None else \
                 (run.first if len(series) == 1 else f"{len(series)} series {run.first} … {run.last}")
             say(f"[stage {round_number}] {where}: {names}")
-            result = run_job("refresh", instance, partition_key=run.partition_key, asset_selection=list(run.keys),
-                             tags=run.tags(), run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
+            # in-process, the steps fetch here: their series start coming while the run is made
+            ahead = run.series_folders_read(partitions) if engine_of({}) == "in_process" else []
+            with runs_root.fetching_ahead(ahead):
+                result = run_job("refresh", instance, partition_key=run.partition_key,
+                                 asset_selection=list(run.keys), tags=run.tags(),
+                                 run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
             for event in result.get_asset_materialization_events():
                 materialization = event.step_materialization_data.materialization
                 materialized[materialization.asset_key.to_user_string()].append(materialization.partition)

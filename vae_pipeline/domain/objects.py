@@ -663,6 +663,18 @@ def _packed(files: dict[str, Path], tags: dict[str, str] | None = None) -> bytes
     return out.getvalue()
 
 
+_SYNCS: dict[Path, threading.Lock] = {}
+_SYNCS_LOCK = threading.Lock()
+
+
+def _one_sync_at_a_time(folder: Path) -> threading.Lock:
+    """The lock of a local folder's `Mirror.sync` in this process: a build fetching a series ahead
+    and the step reading it may ask at once, and a sync removes the files it does not list
+    (another's temp files too); the second then finds the files held and fetches nothing."""
+    with _SYNCS_LOCK:
+        return _SYNCS.setdefault(folder, threading.Lock())
+
+
 class Mirror:
     """A local copy of a bucket prefix, kept fresh by ETag, for the code that needs real files
     (PyAV, tar, the review site's renderer); on disk it is the folder itself and costs nothing.
@@ -702,6 +714,10 @@ class Mirror:
         folder = self.local / rel if rel else self.local
         if not self.is_remote:
             return folder
+        with _one_sync_at_a_time(folder):
+            return self._sync(folder, rel, shared, local_only)
+
+    def _sync(self, folder: Path, rel: str, shared: UPath | None, local_only: tuple[str, ...]) -> Path:
         listed = listing(self.remote / rel if rel else self.remote)
         # a series' series.json may have come with the root's files: their object is looked in second
         self._download({f"{rel}/{name}" if rel else name: info for name, info in listed.items()},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -104,6 +105,34 @@ class RunsRoot(dg.ConfigurableResource):
                 if index + SERIES_AHEAD < len(series_ids):
                     ahead.append(pool.submit(self.series_dir, series_ids[index + SERIES_AHEAD]))
                 yield series_id, ahead[index].result()
+
+    @contextmanager
+    def fetching_ahead(self, series_ids: list[str]) -> Iterator[None]:
+        """While inside, the series' folders are fetched in order in the background (on a bucket):
+        a build starts them while Dagster creates and starts the run that reads them, time the
+        store would otherwise sit idle. Leaving stops after the series being fetched. A failed
+        fetch is left to the step reading that series, which fetches it again and says why."""
+        if not series_ids or not self.mirror.is_remote:
+            yield
+            return
+        leaving = threading.Event()
+
+        def fetch() -> None:
+            for series_id in series_ids:
+                if leaving.is_set():
+                    return
+                try:
+                    self.series_dir(series_id)
+                except (OSError, ValueError):  # the step's own fetch meets it again and fails, named
+                    return
+
+        fetcher = threading.Thread(target=fetch, name="vae-series-fetch-ahead", daemon=True)
+        fetcher.start()
+        try:
+            yield
+        finally:
+            leaving.set()
+            fetcher.join()
 
     def fingerprint(self, rel: str, *, top_jsonl: bool = False) -> str:
         """A version of what the folder `rel` holds (only its top-level `*.jsonl` if `top_jsonl`),

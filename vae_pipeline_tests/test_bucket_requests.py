@@ -4,6 +4,7 @@ listing, and the proxy's own counts."""
 
 import json
 import os
+import re
 import threading
 import time
 
@@ -17,6 +18,7 @@ from vae_pipeline.domain.objects import (
     listings_held,
     location,
     place_file,
+    put_bytes,
     write_if_changed,
 )
 from vae_pipeline.storage.resources import RunsRoot
@@ -646,6 +648,22 @@ def test_series_fetched_ahead_while_a_step_asks_for_them_are_fetched_once(runs, 
         assert refused.wait(30)
     monkeypatch.setattr(objects, "get_objects", real_get)
     assert (fresh.series_dir(SERIES[0]) / "ep-1/transcript.jsonl").read_bytes() == b"{}\n"
+
+
+def test_a_write_is_one_put_whose_etag_is_the_md5_and_a_refused_one_a_short_oserror(make_bucket, proxy, s3_client):
+    """Writes go through obstore as s3fs made them: one PUT up to 100 MiB (so the ETag stays the
+    MD5 the checks compare with, not a multipart one), the new ETag handed back; a write the
+    store refuses is an OSError naming the object, not the server's whole answer."""
+    import hashlib
+
+    bucket = make_bucket()
+    data = os.urandom(6 * 2**20)  # above obstore's own 5 MiB parts
+    tag = put_bytes(location(f"s3://{bucket}/home/a.bin"), data)
+    assert tag == f'"{hashlib.md5(data).hexdigest()}"' == s3_client.head_object(Bucket=bucket, Key="home/a.bin")["ETag"]
+    assert summary(proxy.taken())["kind"] == {"PUT": 1}
+    with pytest.raises(OSError) as refused:
+        put_bytes(location(f"s3://{bucket}-gone/home/a.bin"), b"x")
+    assert re.fullmatch(rf"could not write {bucket}-gone/home/a\.bin \(\w+Error\)", str(refused.value))
 
 
 def test_many_files_are_fetched_where_botocore_goes_signed_with_its_credentials(runs, s3_endpoint, tmp_path,

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 import fsspec.asyn
 import obstore
+import obstore.exceptions
 from obstore.store import S3Store
 from upath import UPath
 
@@ -157,17 +158,31 @@ class _RecentObjects:
 RECENT = _RecentObjects()
 
 
+# one PUT below this size, parts of half of it above: s3fs's sizes, so an object's ETag (an MD5
+# for one PUT) is what it was when s3fs wrote it, and one written whole is compared without a read
+WHOLE_PUT_BELOW = 100 * 2**20
+
+
 def put_bytes(path: UPath, data: bytes, *, kept: bool = True) -> str | None:
     """Write `data` at `path` whole: readers see the old bytes or the new, never half. The new
-    object's ETag (None on disk). `kept`: noted in `RECENT`, for a read back in this process."""
+    object's ETag (None on disk). `kept`: noted in `RECENT`, for a read back in this process.
+
+    Through obstore, as the input fetches (`get_objects`): a PUT costs its client a sixth of the
+    CPU botocore's does (0.23 ms against 1.37 ms measured), and a build makes hundreds."""
     path = location(path)
     if is_local(path):
         write_atomic(local_path(path), data)
         return None
-    answer = path.fs.pipe_file(path.path, data)
+    bucket, key, _ = path.fs.split_path(path.path)
+    try:
+        answer = obstore.put(_store_of(path.fs, bucket), key, data, use_multipart=len(data) >= WHOLE_PUT_BELOW,
+                             chunk_size=WHOLE_PUT_BELOW // 2)
+    except (obstore.exceptions.BaseError, OSError) as exc:  # obstore's message holds the server's whole answer
+        raise OSError(f"could not write {path.path} ({type(exc).__name__})") from None
+    path.fs.invalidate_cache(path.path)  # s3fs's listings cached before this write are gone
     if kept:
         RECENT.note(path, data)
-    return answer.get("ETag") if isinstance(answer, dict) else etag(path)
+    return answer.get("e_tag") or etag(path)
 
 
 _PENDING: ContextVar[tuple[ThreadPoolExecutor, list[Future]] | None] = ContextVar("vae_uploads", default=None)

@@ -693,3 +693,19 @@ def test_many_files_are_fetched_where_botocore_goes_signed_with_its_credentials(
         with pytest.raises(FileNotFoundError, match=f"{runs}/runs/gone.json is not in the bucket"):
             get_objects(mirror.remote.fs, {f"{runs}/runs/gone.json": tmp_path / "gone.json"})
     s3fs.S3FileSystem.clear_instance_cache()
+
+
+def test_a_fetch_the_store_fails_is_an_oserror_naming_the_object_not_the_servers_answer(runs, s3_environ,
+                                                                                      tmp_path, monkeypatch):
+    import obstore.exceptions
+
+    from vae_pipeline.domain import objects
+
+    async def failing_get(store, key):
+        raise obstore.exceptions.GenericError("Error performing GET http://… <Error><HostId>the server's answer")
+
+    monkeypatch.setattr(objects.obstore, "get_async", failing_get)
+    mirror = Mirror(location(f"s3://{runs}/runs"), tmp_path / "copy")
+    with pytest.raises(OSError) as failed:
+        get_objects(mirror.remote.fs, {f"{runs}/runs/{SERIES[0]}/series.json": tmp_path / "series.json"})
+    assert str(failed.value) == f"could not fetch {runs}/runs/{SERIES[0]}/series.json (GenericError)"

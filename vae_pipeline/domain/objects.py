@@ -576,7 +576,7 @@ def get_objects(fs, targets: dict[str, Path]) -> None:
     Through obstore, not s3fs: a GET through botocore and aiohttp costs the client a few ms of CPU
     (signing, its event hooks, parsing every header), obstore's a quarter of that, and a build's
     input files are many and small. A missing object is a FileNotFoundError, as from s3fs, and any
-    other failure an OSError naming the object."""
+    other failure an OSError; either names the bucket, not the object."""
     split = {path: fs.split_path(path)[:2] for path in targets}
     stores = {bucket: _store_of(fs, bucket) for bucket, _ in split.values()}
 
@@ -588,10 +588,12 @@ def get_objects(fs, targets: dict[str, Path]) -> None:
                 with target.open("wb") as out:
                     async for chunk in answer.stream(min_chunk_size=CHUNK):
                         out.write(chunk)
-            except FileNotFoundError:  # obstore's message holds the server's whole answer
-                raise FileNotFoundError(f"{path} is not in the bucket") from None
+            # obstore's message holds the server's whole answer, and a runs root's names are input:
+            # the bucket is named (a setting), the object is not
+            except FileNotFoundError:
+                raise FileNotFoundError(f"an object listed in bucket {bucket} is not there any more") from None
             except obstore.exceptions.BaseError as exc:
-                raise OSError(f"could not fetch {path} ({type(exc).__name__})") from None
+                raise OSError(f"the store failed a fetch from bucket {bucket} ({type(exc).__name__})") from None
 
     async def fetch_all() -> None:
         limit = asyncio.Semaphore(FETCHES_AT_ONCE)

@@ -123,7 +123,7 @@ class RunsRoot(dg.ConfigurableResource):
                     return
                 try:
                     self.series_dir(series_id)
-                except (OSError, ValueError):  # the step's own fetch meets it again and fails, named
+                except Exception:  # noqa: BLE001 (whatever it was, the step's own fetch meets it and fails, named)
                     return
 
         fetcher = threading.Thread(target=fetch, name="vae-series-fetch-ahead", daemon=True)

@@ -380,3 +380,33 @@ def test_a_sweep_with_its_record_reads_only_the_folders_changed_since_and_never_
     late.write_bytes(b"x")
     os.utime(fresh, ns=(was, was))  # as if written in the tick the last sweep read the folder in
     assert files.sweep_temp_files(root, record) == [late]
+
+
+def test_files_written_on_disk_inside_a_steps_scope_are_made_durable_together_on_leaving(tmp_path, monkeypatch):
+    """A rehost rewrites every manifest: inside `uploads_in_background` each is renamed into place
+    whole but not fsynced one by one, and leaving the scope syncs once, also when the step
+    failed; outside the scope a write is fsynced before it returns."""
+    from upath import UPath
+
+    from vae_pipeline.domain.objects import put_bytes, uploads_in_background
+
+    calls: list[str] = []
+    monkeypatch.setattr(os, "fsync", lambda fd: calls.append("fsync"))
+    monkeypatch.setattr(os, "sync", lambda: calls.append("sync"))
+    with uploads_in_background():
+        for number in range(50):
+            put_bytes(UPath(tmp_path / f"{number}.json"), b"{}\n")
+        assert calls == []
+    assert calls == ["sync"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.json" for n in range(50))
+    calls.clear()
+    with pytest.raises(RuntimeError), uploads_in_background():
+        put_bytes(UPath(tmp_path / "half-done.json"), b"{}\n")
+        raise RuntimeError("the step failed")
+    assert calls == ["sync"]
+    calls.clear()
+    with uploads_in_background():
+        pass
+    assert calls == []  # nothing written: nothing to sync
+    put_bytes(UPath(tmp_path / "alone.json"), b"{}\n")
+    assert calls == ["fsync", "fsync"]  # the file, then its folder

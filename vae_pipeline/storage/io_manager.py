@@ -25,6 +25,7 @@ from vae_pipeline.domain.objects import (
     local_path,
     put_bytes,
     read_bytes,
+    uploads_in_background,
 )
 from vae_pipeline.storage.partitions import SERIES
 from vae_pipeline.storage.resources import Warehouse
@@ -74,8 +75,9 @@ class SeriesTables(dg.UPathIOManager):
                 f"{context.asset_key.to_user_string()} must return a table for each series of the run "
                 f"({', '.join(sorted(expected))}), got {got}")
         paths = self._get_paths_for_partitions(context)
-        for series, frame in obj.items():
-            self.dump_to_path(context, frame, paths[series])
+        with uploads_in_background():  # on disk, a ranged run's tables are synced once, not each
+            for series, frame in obj.items():
+                self.dump_to_path(context, frame, paths[series])
 
     def load_input(self, context: dg.InputContext) -> pl.DataFrame | dict[str, pl.DataFrame]:
         key = context.asset_key

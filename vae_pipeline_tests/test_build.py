@@ -264,6 +264,42 @@ def test_a_change_makes_only_the_manifests_it_touches_and_a_damaged_one_again(bu
         json.loads(before[next(p for p in before if p.stem == extra.episode_id)])["archive_sha256"]
 
 
+def test_a_build_places_again_only_the_published_files_not_found_in_place_since_the_last(built, sample_runs,
+                                                                                       pipeline_env, monkeypatch):
+    """`dataset_episodes` compares and writes only what changed since the last build found or put
+    each file in place: the archive of the episode whose run changed, a video deleted and an
+    archive overwritten in the dataset folder (each put back with the bytes the full build wrote);
+    every other published video and archive is neither compared nor written, and the next build
+    after another change places that one archive alone."""
+    runs, _, _ = built
+    dataset = pipeline_env["dataset"]
+    before = {p.relative_to(dataset).as_posix(): p.read_bytes()
+              for p in [*dataset.glob("videos/*.mp4"), *dataset.glob("episodes/*/*.tar.zst")]}
+    completed = sorted(s for s, status in sample_runs.series.items() if status == "completed")
+    good = [p for p in sample_runs.episodes if p.series in completed and p.bad is None and not p.archive]
+    changed, later = good[0], good[-1]
+    (runs / changed.series / changed.episode_id / "work" / "README.txt").write_text("a note added after the run\n")
+    others = sorted(name for name in before if changed.episode_id not in name and later.episode_id not in name)
+    gone = next(name for name in others if name.startswith("videos/"))
+    damaged = next(name for name in others if name.endswith(".tar.zst"))
+    (dataset / gone).unlink()
+    (dataset / damaged).write_bytes(bytes(len(before[damaged])))
+    module = importlib.import_module("vae_pipeline.assets.dataset_episodes")  # the package names the asset so
+    real, placed = module.place_file, []
+    monkeypatch.setattr(module, "place_file",
+                        lambda source, target, heads=None: placed.append(Path(target.path).relative_to(dataset).as_posix())
+                        or real(source, target, heads))
+    build(runs, dataset)
+    archive_of = {name.rsplit("/", 1)[1].split(".")[0]: name for name in before if name.endswith(".tar.zst")}
+    assert sorted(placed) == sorted([archive_of[changed.episode_id], gone, damaged])
+    assert (dataset / gone).read_bytes() == before[gone] and (dataset / damaged).read_bytes() == before[damaged]
+    assert (dataset / archive_of[changed.episode_id]).read_bytes() != before[archive_of[changed.episode_id]]
+    placed.clear()
+    (runs / later.series / later.episode_id / "work" / "README.txt").write_text("another note\n")
+    build(runs, dataset)
+    assert placed == [archive_of[later.episode_id]]
+
+
 def test_cli_build_writes_the_summary_and_says_one_line_on_error(sample_runs, pipeline_env, tmp_path, capsys):
     runs = copy_runs(sample_runs, tmp_path / "runs")
     summary_path = tmp_path / "summary.json"

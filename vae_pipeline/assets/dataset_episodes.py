@@ -14,6 +14,7 @@ from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.objects import (
     exists,
     heads_under,
+    identity_now,
     is_local,
     known_bytes,
     listed_identity,
@@ -25,7 +26,6 @@ from vae_pipeline.domain.objects import (
     readable_copy,
     remove,
     sha256_of,
-    size_of,
     uploads_in_background,
     write_if_changed,
 )
@@ -36,50 +36,78 @@ from vae_pipeline.storage.resources import DatasetFolder, Warehouse
 from vae_pipeline.storage.versions import content_version, record_metadata
 
 
-def _remove_unlisted(root: UPath, folder: str, keep: set[str]) -> int:
-    """Remove the files under `root`/`folder` whose names (relative to `root`) are not in `keep`."""
-    gone = [name for name in sorted(listing(root / folder)) if f"{folder}/{name}" not in keep]
+PUBLISHED_FOLDERS = ("videos", "episodes")  # what `dataset_episodes` writes in the dataset folder
+
+
+def _listed(root: UPath) -> dict[str, dict]:
+    """One listing of each folder the step writes, by name relative to the dataset folder."""
+    return {f"{folder}/{name}": info for folder in PUBLISHED_FOLDERS for name, info in listing(root / folder).items()}
+
+
+def _remove_unlisted(root: UPath, listed: dict[str, dict], keep: set[str]) -> int:
+    """Remove the files of `listed` whose names (relative to `root`) are not in `keep`."""
+    gone = sorted(name for name in listed if name not in keep)
     for name in gone:
-        remove(root / folder / name)
+        remove(root / name)
     return len(gone)
 
 
 # what a published episode's files are made from: its manifest's columns and where its files are
-PLACED_FROM = list(dict.fromkeys((*MADE_FROM, "video", "staged_video", "archive", "staged_archive")))
+PLACED_FROM = list(dict.fromkeys((*MADE_FROM, "video", "staged_video", "video_sha256", "archive", "staged_archive")))
+
+
+def _placed_files(row: dict) -> list[tuple[str, str, str]]:
+    """(name in the dataset folder, staged name in the home, sha256) of the row's video and archive."""
+    video = [(row["video"], row["staged_video"], row["video_sha256"])] if row["video"] and row.get("staged_video") \
+        else []
+    return [*video, (row["archive"], row["staged_archive"], row["archive_sha256"])]
 
 
 @dg.asset(code_version="dataset_episodes-1", group_name="dataset", kinds={"zstd"})
 def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, dataset_folder: DatasetFolder,
                      episode_table: pl.DataFrame, dataset_rows: pl.DataFrame):
-    """`videos/<id>.mp4`, `episodes/<date>/<id>.tar.zst` and `<id>.json` for every published row; nothing else."""
+    """`videos/<id>.mp4`, `episodes/<date>/<id>.tar.zst` and `<id>.json` for every published row; nothing else.
+
+    A file found in place by an earlier build (its staged bytes' sha256 and the dataset's listing
+    of it unchanged since) is not compared again, so a new series costs its own files and one
+    listing, not a stat and a comparison of every published file."""
     root = dataset_folder.root
     published = set(dataset_rows["id"].to_list())
     rows = episode_table.filter(pl.col("id").is_in(sorted(published))).select(PLACED_FROM).to_dicts() \
         if published else []
+    listed = _listed(root)
+    made_before, placed_before = _made_before(warehouse, root)
+    identity = {name: listed_identity(info) for name, info in listed.items()}
+    # in place: what an earlier build found there, from the same staged bytes, untouched since
+    to_place = [(target, staged_name) for row in rows for target, staged_name, sha in _placed_files(row)
+                if placed_before.get(target) != [sha, identity.get(target)]]
     keep: set[str] = set()
     written = 0
     heads = heads_under(root)  # one LIST of the dataset folder, not a HEAD per file
-    staged = warehouse.fetch_all([name for row in rows for name in (row.get("staged_video") if row["video"] else None,
-                                                                     row["staged_archive"]) if name])
-    made_before = _manifests_made(warehouse, root)
+    staged = warehouse.fetch_all(sorted({staged_name for _, staged_name in to_place}))
+    placed_now = {target: [sha, identity.get(target)] for row in rows for target, _, sha in _placed_files(row)}
     made: dict[str, list] = {}
+    written_now: list[str] = []
     with uploads_in_background():
+        for target, staged_name in to_place:
+            if place_file(staged[staged_name], root / target, heads):
+                written += 1
+                written_now.append(target)
         for row in rows:
-            if row["video"] and row.get("staged_video"):
-                written += place_file(staged[row["staged_video"]], root / row["video"], heads)
-                keep.add(row["video"])
-            written += place_file(staged[row["staged_archive"]], root / row["archive"], heads)
             manifest = manifest_name(row)
             made[manifest] = [manifest_inputs(row), made_before.get(manifest, [None, None])[1]]
-            if made[manifest] != made_before.get(manifest) or _size_or_none(root / manifest, heads) != made[manifest][1]:
+            if made[manifest] != made_before.get(manifest) or listed.get(manifest, {}).get("size") != made[manifest][1]:
                 data = manifest_bytes(row, json.loads(row["bundle_parts"]))
                 written += write_if_changed(root / manifest, data, heads)
                 made[manifest][1] = len(data)
-            keep |= {row["archive"], manifest}
-    if made != made_before:  # after every upload: what it says was made is there
+            keep |= {target for target, _, _ in _placed_files(row)} | {manifest}
+    for target in written_now:  # as the next build's listing will show it (on a bucket, compared once more)
+        placed_now[target][1] = identity_now(root / target)
+    if (made, placed_now) != (made_before, placed_before):  # after every upload: what it says was made is there
         put_bytes(warehouse.home / ROLLUPS / MANIFESTS_MADE,
-                  json.dumps({"dataset": _folder_digest(root), "manifests": made}, sort_keys=True).encode())
-    removed = _remove_unlisted(root, "videos", keep) + _remove_unlisted(root, "episodes", keep)
+                  json.dumps({"dataset": _folder_digest(root), "manifests": made, "placed": placed_now},
+                             sort_keys=True).encode())
+    removed = _remove_unlisted(root, listed, keep)
     version = content_version(sorted(keep),
                               [(r["id"], r["archive_sha256"], r["label"], r["rehosted_at"]) for r in rows])
     return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
@@ -88,30 +116,26 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
     })
 
 
-MANIFESTS_MADE = "dataset_episodes-manifests.json"  # under rollups/: what each manifest was made from, its size
+MANIFESTS_MADE = "dataset_episodes-manifests.json"  # under rollups/: what the step made and found in place
 
 
-def _manifests_made(warehouse: Warehouse, root: UPath) -> dict[str, list]:
-    """Each manifest of the dataset folder `root` as the last build made it: [its inputs' digest,
-    its size] by name; none for another folder, or when the note is gone or unreadable (every
-    manifest is then made again)."""
+def _made_before(warehouse: Warehouse, root: UPath) -> tuple[dict[str, list], dict[str, list]]:
+    """What the last build made in the dataset folder `root`: each manifest's [inputs' digest,
+    size], and each video and archive it found in place, [its staged bytes' sha256, its listed
+    identity], by name; nothing for another folder, or when the note is gone or unreadable
+    (every manifest is then made again, every file compared again)."""
     try:
         noted = json.loads(read_bytes(warehouse.home / ROLLUPS / MANIFESTS_MADE))
     except (FileNotFoundError, ValueError):
-        return {}
-    return noted["manifests"] if noted.get("dataset") == _folder_digest(root) else {}
+        return {}, {}
+    if noted.get("dataset") != _folder_digest(root):
+        return {}, {}
+    return noted.get("manifests", {}), noted.get("placed", {})
 
 
 def _folder_digest(root: UPath) -> str:
     """Which dataset folder, without its path (which may name a user) in the home."""
     return hashlib.sha256(str(root).encode()).hexdigest()[:16]
-
-
-def _size_or_none(path: UPath, heads: dict[str, dict]) -> int | None:
-    try:
-        return size_of(path, heads)
-    except FileNotFoundError:
-        return None
 
 
 def manifest_name(row: dict) -> str:

@@ -617,6 +617,13 @@ def listed_identity(info: dict) -> str:
     return f"{info.get('size')}/{info.get('ETag') or (info.get('mtime'), info.get('ino'))}"
 
 
+def identity_now(path: UPath) -> str | None:
+    """`listed_identity` of a file on disk as a listing shows it now; None on a bucket, where an
+    upload of this step may still be under way (its ETag is known once listed)."""
+    path = location(path)
+    return listed_identity(path.fs.info(path.path)) if is_local(path) else None
+
+
 def files_under(folder: UPath) -> Iterator[tuple[str, UPath]]:
     """(relative name, path) of every file under `folder`, sorted."""
     folder = location(folder)

@@ -78,14 +78,15 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
     listed = _listed(root)
     made_before, placed_before = _made_before(warehouse, root)
     identity = {name: listed_identity(info) for name, info in listed.items()}
+    files = [placed for row in rows for placed in _placed_files(row)]
     # in place: what an earlier build found there, from the same staged bytes, untouched since
-    to_place = [(target, staged_name) for row in rows for target, staged_name, sha in _placed_files(row)
+    to_place = [(target, staged_name) for target, staged_name, sha in files
                 if placed_before.get(target) != [sha, identity.get(target)]]
-    keep: set[str] = set()
+    keep = {target for target, _, _ in files}
     written = 0
     heads = heads_under(root)  # one LIST of the dataset folder, not a HEAD per file
     staged = warehouse.fetch_all(sorted({staged_name for _, staged_name in to_place}))
-    placed_now = {target: [sha, identity.get(target)] for row in rows for target, _, sha in _placed_files(row)}
+    placed_now = {target: [sha, identity.get(target)] for target, _, sha in files}
     made: dict[str, list] = {}
     written_now: list[str] = []
     with uploads_in_background():
@@ -100,7 +101,7 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
                 data = manifest_bytes(row, json.loads(row["bundle_parts"]))
                 written += write_if_changed(root / manifest, data, heads)
                 made[manifest][1] = len(data)
-            keep |= {target for target, _, _ in _placed_files(row)} | {manifest}
+            keep.add(manifest)
     for target in written_now:  # as the next build's listing will show it (on a bucket, compared once more)
         placed_now[target][1] = identity_now(root / target)
     if (made, placed_now) != (made_before, placed_before):  # after every upload: what it says was made is there

@@ -107,7 +107,7 @@ def test_vae_review_prints_the_site_url_or_says_to_build_first(two_then_three, c
 
 
 def site_inputs(home: Path, rubric_file: Path) -> SiteInputs:
-    rows = pl.read_parquet(home / "tables" / "episode_table" / "table.parquet").to_dicts()
+    rows = pl.read_parquet(home / "tables" / "episode_table" / "table.parquet")
     return SiteInputs(rows=rows, published=set(), withheld={}, checks=[], history={},
                       rubric=load_rubric(rubric_file))
 
@@ -136,7 +136,7 @@ def test_unchanged_series_are_left_alone_a_template_change_renders_all_and_a_gon
     monkeypatch.setattr(review_site, "templates_version", lambda: "a different template")
     assert render_site(inputs, home, out).series_rendered == list(two_then_three["series"])
     first = two_then_three["series"][0]
-    inputs.rows = [r for r in inputs.rows if r["series"] != first]
+    inputs.rows = inputs.rows.filter(pl.col("series") != first)
     report = render_site(inputs, home, out)
     assert report.series_removed == [first] and report.series_rendered == []
     assert not (out / "series" / f"{first}.html").exists() and not (out / "episodes" / first).exists()
@@ -166,12 +166,12 @@ def test_a_state_is_read_whole_only_for_a_series_rendered_again_and_a_damaged_on
     (state / f"{second}.json").write_bytes((state / f"{second}.json").read_bytes()[:60])  # the head alone left
     (state / f"{third}.json").write_bytes(b'{"fingerprint": 1')
     assert render_site(inputs, home, out).series_rendered == [third]
-    assert parsed == [] and transcripts == [r["id"] for r in inputs.rows if r["series"] == third] and transcripts
+    assert parsed == [] and transcripts == inputs.rows.filter(pl.col("series") == third)["id"].to_list() and transcripts
     parsed.clear(), transcripts.clear()
-    inputs.published = {r["id"] for r in inputs.rows if r["series"] in (first, second)}  # their pages change
+    inputs.published = set(inputs.rows.filter(pl.col("series").is_in([first, second]))["id"])  # their pages change
     assert render_site(inputs, home, out).series_rendered == [first, second]
     assert parsed == [first, second]
-    assert transcripts == [r["id"] for r in inputs.rows if r["series"] == second] and transcripts  # not the first's
+    assert transcripts == inputs.rows.filter(pl.col("series") == second)["id"].to_list() and transcripts  # not the first's
 
 
 # ---------------------------------------------------------------- every check's episodes, linked
@@ -240,7 +240,7 @@ def test_a_check_naming_more_than_the_index_shows_counts_the_rest_and_the_triage
     the other 70, each of which the triage above still lists under its episode."""
     home = two_then_three["paths"]["home"]
     inputs = site_inputs(home, META / "rubric-v1.2.json")
-    episodes = [r for r in inputs.rows if r["valid"]]
+    episodes = inputs.rows.filter(pl.col("valid")).to_dicts()
     items = [{"series": r["series"], "id": r["id"], "text": f"reason {n:03d}"}
              for n, r in enumerate(episodes * (120 // len(episodes) + 1))][:120]
     inputs.checks = [CheckResult("no_scrub_findings", "about", False, "the way out", items)]
@@ -302,7 +302,7 @@ def test_gate_report_without_a_video_fails_only_no_video():
 
 
 def test_values_the_scrub_leaves_as_findings_are_masked_on_the_pages():
-    inputs = SiteInputs(rows=[], published=set(), withheld={}, checks=[], history={}, rubric=RUBRIC,
+    inputs = SiteInputs(rows=pl.DataFrame(), published=set(), withheld={}, checks=[], history={}, rubric=RUBRIC,
                         scrub=ScrubConfig(hostname="gpu-07.render.internal", usernames=("vae-runner",)))
     brief = {"prompt": "mail jane.doe@example.com from 52.14.200.1; reviewed by vae-runner",
              "beats": [{"name": "call 34.1.2.3", "start_s": 0.0}], "duration_s": 8.0}

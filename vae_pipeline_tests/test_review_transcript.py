@@ -13,6 +13,7 @@ import json
 import tarfile
 from pathlib import Path
 
+import polars as pl
 import zstandard
 
 from vae_pipeline.domain.review.site import SiteInputs, archive_review, marked
@@ -41,7 +42,7 @@ from vae_pipeline_tests.long_transcript import (
 
 EMAIL = "jane.roe@example.org"
 HOME = "/home/ana"
-INPUTS = SiteInputs(rows=[], published=set(), withheld={}, checks=[], history={},
+INPUTS = SiteInputs(rows=pl.DataFrame(), published=set(), withheld={}, checks=[], history={},
                     rubric=load_rubric(META / "rubric-v1.2.json"), scrub=ScrubConfig())
 JUDGE = {"judge_model": "claude-fable-5.1", "answer": {
     "scores": {"brief_fidelity": 7, "composition": 6}, "verdict": "PASS_WITH_NITS",

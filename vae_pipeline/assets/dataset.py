@@ -1,17 +1,27 @@
 """`episode_table` (every series, in DuckDB and Parquet) and `dataset_rows` (the published rows)."""
 
+from pathlib import Path
+
 import dagster as dg
+import duckdb
 import polars as pl
 
 from vae_pipeline.assets.labels import label_history_view
 from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.errors import BadInput
-from vae_pipeline.domain.files import files_version
+from vae_pipeline.domain.files import files_version, scratch_file
 from vae_pipeline.domain.objects import write_if_changed
 from vae_pipeline.domain.dataset.rows import dataset_frame, load_withheld, publishable
+from vae_pipeline.domain.table_versions import content_version, series_versions
 from vae_pipeline.storage.io_manager import parquet_bytes, stored_series_tables
 from vae_pipeline.storage.partitions import SERIES
-from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, Warehouse
+from vae_pipeline.storage.resources import (
+    SERIES_VERSIONS,
+    DatasetFolder,
+    ProjectMeta,
+    Warehouse,
+    table_names,
+)
 from vae_pipeline.storage.versions import (
     frame_version,
     outdated_stages,
@@ -21,17 +31,62 @@ from vae_pipeline.storage.versions import (
 WITHHELD = "withheld.jsonl"
 
 
+VERSIONS_SCHEMA = {"series": pl.String, "version": pl.String, "columns": pl.String}
+
+
 def store_in_duckdb(warehouse: Warehouse, table: pl.DataFrame) -> None:
-    """Replace the `episode_table` table in one transaction (readers see the old or the new), and
-    point the `label_history` view at the label generations' Parquet files."""
+    """Bring DuckDB's `episode_table` to `table` in one transaction (readers see the old or the
+    new), and point the `label_history` view at the label generations' Parquet files.
+
+    Only the rows of the series whose version (`series_versions`, kept beside the table in
+    SERIES_VERSIONS) changed are replaced: a new series costs its own rows, not a copy of every
+    series. The whole table is written when its columns changed or the versions are not there.
+    Rows go through a Parquet file, not a Python object: DuckDB imports pandas (0.2 s) on the
+    first object it is handed in a process."""
     history = label_history_view(warehouse)
-    with warehouse.connect() as con:
+    versions = series_versions(table) if "series" in table.columns else None
+    columns = content_version(str(table.schema))
+    with warehouse.connect() as con, scratch_file(warehouse.database) as rows:
         con.execute("BEGIN")
-        con.register("incoming", table.to_arrow())
-        con.execute("CREATE OR REPLACE TABLE episode_table AS SELECT * FROM incoming")
+        held = _held_versions(con, columns) if versions is not None else None
+        replaced = sorted({s for s in versions if held.get(s) != versions[s]} | (set(held) - set(versions))) \
+            if held is not None else []
+        if held is None:
+            table.write_parquet(rows)
+            con.execute(f"CREATE OR REPLACE TABLE episode_table AS SELECT * FROM {_parquet(rows)}")
+            con.execute(f"DROP TABLE IF EXISTS {SERIES_VERSIONS}")
+        elif replaced:
+            con.execute(f"DELETE FROM episode_table WHERE series IN ({', '.join(map(_literal, replaced))})")
+            incoming = table.filter(pl.col("series").is_in(replaced))
+            if incoming.height:
+                incoming.write_parquet(rows)
+                con.execute(f"INSERT INTO episode_table SELECT * FROM {_parquet(rows)}")
+        if versions is not None and (held is None or replaced):
+            pl.DataFrame({"series": list(versions), "version": list(versions.values()), "columns": columns},
+                         schema=VERSIONS_SCHEMA).write_parquet(rows)
+            con.execute(f"CREATE OR REPLACE TABLE {SERIES_VERSIONS} AS SELECT * FROM {_parquet(rows)}")
         if history is not None:
             con.execute(f"CREATE OR REPLACE VIEW label_history AS {history}")
         con.execute("COMMIT")
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _parquet(path: Path) -> str:
+    return f"read_parquet({_literal(path.as_posix())})"
+
+
+def _held_versions(con: duckdb.DuckDBPyConnection, columns: str) -> dict[str, str] | None:
+    """Each series' version as DuckDB's `episode_table` holds it; None when the table or the
+    versions are missing or were written with other columns (the whole table is then written)."""
+    if not {"episode_table", SERIES_VERSIONS} <= table_names(con):
+        return None
+    rows = con.execute(f"SELECT series, version, columns FROM {SERIES_VERSIONS}").fetchall()
+    if not rows or any(held != columns for _, _, held in rows):
+        return None
+    return {series: version for series, version, _ in rows}
 
 
 # A later stage's error column, and the file it names: any error of a stage on one episode makes

@@ -9,8 +9,9 @@ from vae_pipeline.assets.leaderboard import human_votes, pairwise_judgments
 from vae_pipeline.domain.dataset.card import render_card, stats_rows
 from vae_pipeline.domain.leaderboard.tables import leaderboard_section
 from vae_pipeline.domain.objects import put_bytes
+from vae_pipeline.domain.table_versions import content_version
 from vae_pipeline.storage.resources import DatasetFolder
-from vae_pipeline.storage.versions import content_version, record_metadata
+from vae_pipeline.storage.versions import record_metadata
 
 
 # the comparisons: the leaderboard's publish checks on this asset read them (and entrants)

@@ -31,9 +31,10 @@ from vae_pipeline.domain.objects import (
 )
 from vae_pipeline.domain.bundles.manifest import MADE_FROM, manifest_bytes, manifest_inputs
 from vae_pipeline.domain.check_items import said_of
+from vae_pipeline.domain.table_versions import content_version
 from vae_pipeline.storage.io_manager import ROLLUPS
 from vae_pipeline.storage.resources import DatasetFolder, Warehouse
-from vae_pipeline.storage.versions import content_version, record_metadata
+from vae_pipeline.storage.versions import record_metadata
 
 
 PUBLISHED_FOLDERS = ("videos", "episodes")  # what `dataset_episodes` writes in the dataset folder

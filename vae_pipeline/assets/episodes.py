@@ -17,9 +17,10 @@ from vae_pipeline.domain.episodes.series import (
     episode_entries,
     read_series_json,
 )
+from vae_pipeline.domain.table_versions import content_version
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings
-from vae_pipeline.storage.versions import content_version, series_output
+from vae_pipeline.storage.versions import series_output
 
 EPISODES_SCHEMA = {
     "id": pl.String, "series": pl.String, "series_status": pl.String, "source": pl.String,

@@ -45,13 +45,10 @@ from vae_pipeline.domain.objects import write_if_changed
 from vae_pipeline.domain.dataset.rows import publishable
 from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
 from vae_pipeline.domain.episodes.series import COMPARISONS_DIR, discover_series
+from vae_pipeline.domain.table_versions import content_version
 from vae_pipeline.storage.io_manager import parquet_bytes
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, RunsRoot, ScrubSettings, Warehouse
-from vae_pipeline.storage.versions import (
-    content_version,
-    frame_version,
-    record_metadata,
-)
+from vae_pipeline.storage.versions import frame_version, record_metadata
 
 HUMAN_DIR = "human"
 

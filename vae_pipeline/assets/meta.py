@@ -21,12 +21,9 @@ from vae_pipeline.domain.verdicts.rubric import (
     rubric_in_force,
 )
 from vae_pipeline.domain.episodes.strict_json import loads
+from vae_pipeline.domain.table_versions import content_version
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, meta_problem
-from vae_pipeline.storage.versions import (
-    content_version,
-    frame_version,
-    record_metadata,
-)
+from vae_pipeline.storage.versions import frame_version, record_metadata
 
 PUBLISHED_META = ("brief.schema.json", "actor-prompt.md")
 

@@ -83,6 +83,16 @@ class Given:
         return published_rows(self.dataset_folder)
 
     @cached_property
+    def published_provenance(self) -> list[dict]:
+        """What the provenance checks read of the rows published as the withheld list stands now
+        (taken once for the three of them)."""
+        if not self.episode_table.height:
+            return []
+        withheld_episodes, withheld_series = read_withheld(self.project_meta)
+        return publishable(self.episode_table, withheld_episodes, withheld_series).select(
+            "series", "id", *SERIES_COLUMNS, *ACTOR_COLUMNS).to_dicts()
+
+    @cached_property
     def published(self) -> pl.DataFrame:
         """The episode_table rows episodes.jsonl publishes."""
         return published_table(self.episode_table, self.published_rows)
@@ -270,15 +280,6 @@ def jsonl_and_parquet_agree(given: Given) -> dg.AssetCheckResult:
                        "Rebuild (vae build) so both are written again from one frame.")
 
 
-def _published_provenance(given: Given) -> list[dict]:
-    """What the provenance checks read of the rows published as the withheld list stands now."""
-    if not given.episode_table.height:
-        return []
-    withheld_episodes, withheld_series = read_withheld(given.project_meta)
-    return publishable(given.episode_table, withheld_episodes, withheld_series).select(
-        "series", "id", *SERIES_COLUMNS, *ACTOR_COLUMNS).to_dicts()
-
-
 WITHHOLD_SERIES = f"or list the series with a reason in meta/{WITHHELD} to leave it out"
 
 
@@ -288,7 +289,7 @@ def _series_items(problems: list[str]) -> dg.JsonMetadataValue:
 
 
 def harness_committed(given: Given) -> dg.AssetCheckResult:
-    problems = uncommitted_series(_published_provenance(given))
+    problems = uncommitted_series(given.published_provenance)
     return _result(
         "harness_committed", not problems,
         "every published series names its harness commit, with no local changes" if not problems else
@@ -299,7 +300,7 @@ def harness_committed(given: Given) -> dg.AssetCheckResult:
 
 
 def benchmark_versioned(given: Given) -> dg.AssetCheckResult:
-    problems = unversioned_series(_published_provenance(given))
+    problems = unversioned_series(given.published_provenance)
     return _result(
         "benchmark_versioned", not problems,
         "every published series has a benchmark_version" if not problems else
@@ -310,7 +311,7 @@ def benchmark_versioned(given: Given) -> dg.AssetCheckResult:
 
 
 def one_actor_per_series(given: Given) -> dg.AssetCheckResult:
-    rows = _published_provenance(given)
+    rows = given.published_provenance
     said, unrecorded = actor_disagreements(rows), unrecorded_actors(rows)
     noted = f" Not compared — {'; '.join(unrecorded)}." if unrecorded else ""
     return _by_episode(

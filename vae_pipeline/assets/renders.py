@@ -19,10 +19,11 @@ from vae_pipeline.domain.video.renders import VIDEO, RenderJob, iter_renders
 from vae_pipeline.domain.dataset.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.verdicts.rubric import load_rubric
 from vae_pipeline.domain.video.sampler import sample_times
+from vae_pipeline.domain.table_versions import content_version
 from vae_pipeline.storage.io_manager import other_series_tables, read_table, with_run_tables
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, Warehouse
-from vae_pipeline.storage.versions import content_version, series_output
+from vae_pipeline.storage.versions import series_output
 
 RENDERS_SCHEMA = {
     "id": pl.String, "video_ok": pl.Boolean, "video_duration_s": pl.Float64, "fps": pl.Float64,

@@ -35,6 +35,7 @@ from vae_pipeline.domain.review.site import (
 )
 from vae_pipeline.domain.dataset.rows import load_withheld
 from vae_pipeline.domain.verdicts.rubric import load_rubric
+from vae_pipeline.domain.table_versions import content_version
 from vae_pipeline.storage.checks import check_outcomes
 from vae_pipeline.storage.io_manager import read_table
 from vae_pipeline.storage.resources import (
@@ -42,8 +43,9 @@ from vae_pipeline.storage.resources import (
     ProjectMeta,
     ScrubSettings,
     Warehouse,
+    table_names,
 )
-from vae_pipeline.storage.versions import content_version, record_metadata
+from vae_pipeline.storage.versions import record_metadata
 
 LEADERBOARD_FILES = (LEADERBOARD_CHART, LEADERBOARD_PARQUET, AGREEMENT_PARQUET)
 
@@ -80,8 +82,7 @@ def build_warnings(instance: dg.DagsterInstance) -> list[CheckResult]:
 
 def label_history(warehouse: Warehouse) -> dict[str, list[dict]]:
     with warehouse.connect() as con:
-        tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        if "label_history" not in tables:
+        if "label_history" not in table_names(con):
             return {}
         rows = con.execute("SELECT id, old_label, new_label, host_rubric_version, changed_at FROM label_history "
                            "ORDER BY changed_at").fetchall()
@@ -102,12 +103,14 @@ def read_leaderboard(dataset_folder: DatasetFolder) -> Leaderboard | None:
                        agreement=read_table(agreement).to_dicts() if exists(agreement) else [])
 
 
-def fetch_linked_files(warehouse: Warehouse, rows: list[dict]) -> None:
+def fetch_linked_files(warehouse: Warehouse, table: pl.DataFrame) -> None:
     """Every staged video, frame folder and archive the pages show or read, here (fetched from the
     home when it is a bucket: a listing per folder, not a request per file)."""
-    warehouse.fetch_all([row[name] for row in rows for name in ("staged_video", "staged_archive") if row.get(name)])
-    warehouse.mirror.fetch_folders([row["contact_sheet"].rsplit("/", 1)[0] for row in rows if row.get("contact_sheet")],
-                                   "frames")
+    def named(column: str) -> list[str]:
+        return [name for name in table[column] if name] if column in table.columns else []
+
+    warehouse.fetch_all(named("staged_video") + named("staged_archive"))
+    warehouse.mirror.fetch_folders([sheet.rsplit("/", 1)[0] for sheet in named("contact_sheet")], "frames")
 
 
 @dg.asset(code_version="review_site-2", group_name="review", kinds={"html"},
@@ -122,7 +125,7 @@ def review_site(context: dg.AssetExecutionContext, project_meta: ProjectMeta, wa
     except BadInput as exc:
         raise dg.Failure(description=f"meta/{exc}") from None
     inputs = SiteInputs(
-        rows=episode_table.to_dicts(), published=set(dataset_rows["id"].to_list()) if dataset_rows.height else set(),
+        rows=episode_table, published=set(dataset_rows["id"].to_list()) if dataset_rows.height else set(),
         withheld=withheld, checks=latest_checks(context.instance), history=label_history(warehouse),
         rubric=load_rubric(project_meta.root / rubric["file"][0]), leaderboard=read_leaderboard(dataset_folder),
         scrub=scrub_config(scrub_settings), warnings=build_warnings(context.instance))

@@ -3,8 +3,8 @@
 from vae_pipeline.domain.files import files_version
 from vae_pipeline.domain.scrub.texts import ScrubConfig, parse_user_names
 from vae_pipeline.domain.scrub.allow import load_allow_list
+from vae_pipeline.domain.table_versions import content_version
 from vae_pipeline.storage.resources import ProjectMeta, ScrubSettings
-from vae_pipeline.storage.versions import content_version
 
 ALLOW_LIST = "scrub-allow.jsonl"
 

@@ -18,6 +18,7 @@ from vae_pipeline.domain.scrub.texts import ScrubConfig, parse_user_names
 from vae_pipeline.engines.instance import open_instance, postgres_url, writer_lock
 from vae_pipeline.engines.recovery import reconcile
 from vae_pipeline.engines.settings import apply_defaults, check_bucket
+from vae_pipeline.storage.resources import table_names
 
 
 class CliError(Exception):
@@ -78,8 +79,7 @@ def episode_table_rows(warehouse, query: str, parameters: tuple = ()) -> list[tu
     if is_local(warehouse.home) and not warehouse.database.exists():
         return []  # never built here (on a bucket, `connect` loads this machine's cache)
     with warehouse.connect() as con:
-        tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        return con.execute(query, list(parameters)).fetchall() if "episode_table" in tables else []
+        return con.execute(query, list(parameters)).fetchall() if "episode_table" in table_names(con) else []
 
 
 def recovered_instance(env: dict[str, str], *, holds_writer_lock: bool = False) -> dg.DagsterInstance:

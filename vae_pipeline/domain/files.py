@@ -56,6 +56,19 @@ def atomic_writer(path: Path, *, durable: bool = True) -> Iterator[BinaryIO]:
 
 
 @contextmanager
+def scratch_file(beside: Path) -> Iterator[Path]:
+    """An empty temp file in `beside`'s folder, under the writers' temp names (a killed process's
+    is swept), for another program to read what is written there; removed when the block ends."""
+    beside.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(beside), suffix=".part", dir=beside.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+@contextmanager
 def replacing_folder(target: Path) -> Iterator[Path]:
     """A fresh staging folder beside `target` to fill; when the block ends it takes `target`'s place
     whole, and if the block fails it is removed and `target` is left as it was. So a set of files

@@ -201,13 +201,14 @@ def meta_problem(what: str) -> str:
     return f"{what} (the meta folder is set by VAE_META_DIR, by default the project's meta/)"
 
 
+SERIES_VERSIONS = "episode_table_series"  # DuckDB: each series' version as `episode_table` holds its rows
 LABEL_STATE = "label_state"  # the label generations: <home>/label_state/<series>/<n>.parquet
 # what `label_history` holds of the label generations `{source}`: their rows whose label changed
 LABEL_HISTORY = ("SELECT series, id, old_label, label AS new_label, host_rubric_version, changed_at "
                  "FROM {source} WHERE changed")
 
 
-def _tables(con: duckdb.DuckDBPyConnection, *, with_type: bool = False) -> set:
+def table_names(con: duckdb.DuckDBPyConnection, *, with_type: bool = False) -> set:
     """The names of the tables and views (with `with_type`: (name, `BASE TABLE` or `VIEW`))."""
     rows = con.execute("SELECT table_name, table_type FROM information_schema.tables").fetchall()
     return set(rows) if with_type else {name for name, _ in rows}
@@ -293,6 +294,7 @@ class Warehouse(dg.ConfigurableResource):
             con.execute("BEGIN")
             con.register("stored", pl.read_parquet(io.BytesIO(read_bytes(stored))).to_arrow())
             con.execute("CREATE OR REPLACE TABLE episode_table AS SELECT * FROM stored")
+            con.execute(f"DROP TABLE IF EXISTS {SERIES_VERSIONS}")  # the next store writes it whole
             con.unregister("stored")
             con.execute("DELETE FROM cache_source")
             con.execute("INSERT INTO cache_source VALUES (?)", [tag])
@@ -307,7 +309,7 @@ class Warehouse(dg.ConfigurableResource):
         folder = self.home / LABEL_STATE
         listed = {name: info for name, info in bucket_listing(folder).items()
                   if name.endswith(".parquet") and name.count("/") == 1}
-        if ("label_history", "VIEW") in _tables(con, with_type=True):
+        if ("label_history", "VIEW") in table_names(con, with_type=True):
             con.execute("DROP VIEW label_history")  # a cache made when this was a view
         con.execute("CREATE TABLE IF NOT EXISTS label_history_source (name VARCHAR, etag VARCHAR)")
         loaded = dict(con.execute("SELECT name, etag FROM label_history_source").fetchall())
@@ -322,7 +324,7 @@ class Warehouse(dg.ConfigurableResource):
         for name in sorted(current) if renewed else sorted(set(current) - set(loaded)):
             con.register("generation", pl.read_parquet(io.BytesIO(read_bytes(folder / name, listed[name]))).to_arrow())
             selected = LABEL_HISTORY.format(source="generation")
-            con.execute(f"INSERT INTO label_history {selected}" if "label_history" in _tables(con)
+            con.execute(f"INSERT INTO label_history {selected}" if "label_history" in table_names(con)
                         else f"CREATE TABLE label_history AS {selected}")
             con.unregister("generation")
             con.execute("INSERT INTO label_history_source VALUES (?, ?)", [name, current[name]])

@@ -11,7 +11,6 @@ and produced the same thing makes nothing downstream stale.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import weakref
 from collections.abc import Callable, Iterable
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 import dagster as dg
 import polars as pl
 
+from vae_pipeline.domain.table_versions import content_version, rows_version
 from vae_pipeline.storage.partitions import SERIES, partitions_read_once
 
 INPUTS_KEY = "vae/inputs"
@@ -141,18 +141,9 @@ def _version(event: dg.AssetMaterialization | None) -> str:
     return (event.tags or {}).get("dagster/data_version", "unversioned")
 
 
-def content_version(*parts: object) -> str:
-    """A data version from the values an asset produced (or any stable description of them)."""
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part if isinstance(part, bytes) else repr(part).encode())
-        digest.update(b"\0")
-    return digest.hexdigest()[:24]
-
-
 def frame_version(frame: pl.DataFrame, *extra: object) -> dg.DataVersion:
-    """The data version of a table an asset produced (plus anything else that identifies it)."""
-    return dg.DataVersion(content_version(frame.write_ndjson().encode(), *extra))
+    """The data version of a table an asset produced (`rows_version`)."""
+    return dg.DataVersion(rows_version(frame, *extra))
 
 
 def inputs_fingerprint(instance: dg.DagsterInstance, spec: dg.AssetSpec, partition: str | None,
@@ -210,7 +201,7 @@ def series_output(context: dg.AssetExecutionContext, frames: dict[str, pl.DataFr
                         for dep in spec.deps}
             context.add_asset_metadata({
                 **metadata[series],
-                VERSION_KEY: content_version(frame.drop(unversioned).write_ndjson().encode(), source or ""),
+                VERSION_KEY: rows_version(frame.drop(unversioned), source or ""),
                 INPUTS_KEY: inputs_fingerprint(context.instance, spec, series, partitions, source, latest),
                 UPSTREAM_KEY: dg.MetadataValue.json(upstream),
                 **({SOURCE_KEY: source} if source is not None else {}),

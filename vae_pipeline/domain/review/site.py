@@ -21,13 +21,14 @@ import pickle
 import re
 import shlex
 import shutil
-from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import jinja2
 import markupsafe
+import polars as pl
 
 from vae_pipeline.domain.files import write_if_changed
 from vae_pipeline.domain.verdicts.host import gate_report
@@ -49,6 +50,7 @@ from vae_pipeline.domain.review.transcript import (
 )
 from vae_pipeline.domain.verdicts.rubric import Rubric
 from vae_pipeline.domain.scrub.texts import ScrubConfig, compiled_kinds
+from vae_pipeline.domain.table_versions import series_versions
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "review" / "templates"
 SITE_DIR = "review"  # under the pipeline's home
@@ -99,7 +101,7 @@ class Leaderboard:
 
 @dataclass
 class SiteInputs:
-    rows: list[dict]  # episode_table rows, every series
+    rows: pl.DataFrame  # episode_table rows, every series
     published: set[str]  # ids in the dataset folder's rows
     withheld: dict[str, str]  # episode or series id -> reason
     checks: list[CheckResult]
@@ -122,20 +124,28 @@ class SiteInputs:
         as it is after one scan (most of a transcript), not one per kind."""
         return re.compile(b"|".join(b"(?:" + t.pattern + b")" for kind in self.finding_kinds for t in kind.triggers))
 
-    def masked(self, value):
-        """`value` (a string, or lists and objects of them) with every finding's value masked."""
+    def masked(self, value, seen: dict[str, str] | None = None):
+        """`value` (a string, or lists and objects of them) with every finding's value masked;
+        with `seen`, each string once (the checks' items repeat series, ids and texts)."""
         if isinstance(value, str):
-            data = value.encode()
-            if not self.suspicious.search(data):
-                return value
-            for kind in self.finding_kinds:
-                data = kind.regex.sub(f"<finding:{kind.name}>".encode(), data)
-            return data.decode()
+            if seen is None:
+                return self._mask(value)
+            if value not in seen:
+                seen[value] = self._mask(value)
+            return seen[value]
         if isinstance(value, list):
-            return [self.masked(item) for item in value]
+            return [self.masked(item, seen) for item in value]
         if isinstance(value, dict):
-            return {key: self.masked(item) for key, item in value.items()}
+            return {key: self.masked(item, seen) for key, item in value.items()}
         return value
+
+    def _mask(self, text: str) -> str:
+        data = text.encode()
+        if not self.suspicious.search(data):
+            return text
+        for kind in self.finding_kinds:
+            data = kind.regex.sub(f"<finding:{kind.name}>".encode(), data)
+        return data.decode()
 
 
 @dataclass
@@ -359,34 +369,41 @@ def episode_page(row: dict, inputs: SiteInputs, to_home: str) -> dict:
     }
 
 
-def series_summary(series: str, rows: list[dict], inputs: SiteInputs) -> dict:
-    """What the index and the series page's header say about a series, from its rows alone."""
-    valid = [r for r in rows if r["valid"]]
-    return {"id": series, "status": rows[0]["series_status"], "withheld": inputs.withheld.get(series),
-            "valid": len(valid), "invalid": len(rows) - len(valid), "labels": _label_counts(valid),
-            "published": sum(1 for r in valid if r["id"] in inputs.published)}
+def series_summaries(table: pl.DataFrame, inputs: SiteInputs) -> dict[str, dict]:
+    """What the index and each series page's header say about every series, from its rows alone
+    (in one pass over the table, not a row at a time)."""
+    if not table.height:
+        return {}
+    valid = pl.col("valid").fill_null(False)
+    label = pl.col("label").fill_null("") if "label" in table.columns else pl.lit("")
+    label = pl.when(label == "").then(pl.lit("unjudged")).otherwise(label)
+    counted = table.group_by("series", maintain_order=True).agg(
+        status=pl.col("series_status").first(), episodes=pl.len(), valid=valid.sum(),
+        published=(valid & pl.col("id").is_in(sorted(inputs.published))).sum(),
+        **{name: (valid & (label == name)).sum() for name in LABELS})
+    return {row["series"]: {"id": row["series"], "status": row["status"], "withheld": inputs.withheld.get(row["series"]),
+                            "valid": row["valid"], "invalid": row["episodes"] - row["valid"],
+                            "labels": {name: row[name] for name in LABELS}, "published": row["published"]}
+            for row in counted.iter_rows(named=True)}
 
 
-def series_page(series: str, rows: list[dict], inputs: SiteInputs, home: Path, out: Path) -> dict:
-    """The series page and its episodes' pages; paths to the home are relative to each page."""
+def series_page(summary: dict, rows: list[dict], inputs: SiteInputs, home: Path, out: Path) -> dict:
+    """The series page (headed by its `series_summaries` entry) and its episodes' pages; paths to
+    the home are relative to each page."""
+    series = summary["id"]
     valid = [r for r in rows if r["valid"]]
     episodes = [episode_page(r, inputs, _relative(home, out / "episodes" / series)) for r in valid]
     from_series = _relative(home, out / "series")
     for episode, row in zip(episodes, valid, strict=True):
         episode["thumbnail"] = f"{from_series}/{row['contact_sheet']}" if row.get("contact_sheet") else None
     return {
-        **series_summary(series, rows, inputs),
+        **summary,
         "episodes": episodes,
         "invalid": [inputs.masked({"id": r["id"], "source": r["source"], "file": r["error_file"],
                                    "reason": r["error_reason"]}) | {"line": r["error_line"], "page": invalid_page(r["id"]),
                                                                      "series": series}
                     for r in rows if not r["valid"]],
     }
-
-
-def _label_counts(rows: list[dict]) -> dict[str, int]:
-    counts = Counter(_label(r) for r in rows)
-    return {label: counts.get(label, 0) for label in LABELS}
 
 
 def _why_not_published(summary: dict, own: list[str], release: list[str]) -> str:
@@ -442,12 +459,19 @@ def triage(checks: list[CheckResult], links: dict[str, str]) -> dict:
             "episodes": sum(len(g["rows"]) for g in groups.values())}
 
 
-def _series_fingerprint(version: str, series: str, rows: list[dict], inputs: SiteInputs, out: Path) -> str:
-    """A hash of everything a series' pages are made from: its rows, what is said of them
-    elsewhere (published, withheld, label history), the rubric, the templates and the site's place."""
-    ids = [r["id"] for r in rows]
-    return _fingerprint(version, str(out), inputs.rubric.sha256, inputs.scrub, rows, inputs.withheld.get(series),
-                        [(i in inputs.published, inputs.withheld.get(i), inputs.history.get(i)) for i in ids])
+def _series_fingerprints(version: str, table: pl.DataFrame, inputs: SiteInputs, out: Path) -> dict[str, str]:
+    """Per series, a hash of everything its pages are made from: its rows (their version), what is
+    said of them elsewhere (published, withheld, label history), the rubric, the templates and
+    the site's place."""
+    if not table.height:
+        return {}
+    versions = series_versions(table)
+    ids = dict(table.group_by("series", maintain_order=True).agg("id").iter_rows())
+    return {series: _fingerprint(version, str(out), inputs.rubric.sha256, inputs.scrub, versions[series],
+                                 inputs.withheld.get(series),
+                                 [(i in inputs.published, inputs.withheld.get(i), inputs.history.get(i))
+                                  for i in ids[series]])
+            for series in versions}
 
 
 def leaderboard_tables(board: Leaderboard) -> dict:
@@ -468,15 +492,16 @@ def legend(rubric: Rubric) -> dict:
                        "thresholds": ", ".join(f"{k} {v:g}" for k, v in g.thresholds)} for g in rubric.gates]}
 
 
-def episode_links(rows: list[dict]) -> dict[str, str]:
-    """`series/id` -> the page of that episode (its invalid page when it is invalid), from the site's root."""
-    return {f"{r['series']}/{r['id']}": f"episodes/{r['series']}/"
-            + (page_name(r["id"]) if r["valid"] else invalid_page(r["id"])) for r in rows}
+def episode_links(episodes: Iterable[tuple[str, str, bool]]) -> dict[str, str]:
+    """`series/id` -> the page of that episode (its invalid page when it is invalid), from the
+    site's root, for each (series, id, valid)."""
+    return {f"{series}/{episode_id}": f"episodes/{series}/"
+            + (page_name(episode_id) if valid else invalid_page(episode_id)) for series, episode_id, valid in episodes}
 
 
 def search_index(rows: list[dict], inputs: SiteInputs) -> list[dict]:
     """One entry per episode of every series, valid or not: what the search page finds it by."""
-    links = episode_links(rows)
+    links = episode_links((r["series"], r["id"], r["valid"]) for r in rows)
     entries = []
     for row in rows:
         brief = json.loads(row["brief"]) if row.get("brief") else {}
@@ -706,41 +731,47 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
     state: dict[str, dict] = {}  # what is written for each series rendered
     report = RenderReport(index=out / "index.html")
     report.pages_written += _copy_static(out)
-    by_series: dict[str, list[dict]] = {}
-    for row in sorted(inputs.rows, key=lambda r: (r["series"], r["id"])):
-        by_series.setdefault(row["series"], []).append(row)
-    everything = sorted(inputs.rows, key=lambda r: (r["series"], r["id"]))
-    links = episode_links(everything)
-    checks = [dataclasses.replace(c, items=inputs.masked(c.items)) for c in inputs.checks]
+    table = inputs.rows.sort("series", "id") if inputs.rows.height else inputs.rows
+    summaries = series_summaries(table, inputs)
+    links = episode_links(table.select("series", "id", "valid").iter_rows()) if table.height else {}
+    seen: dict[str, str] = {}
+    checks = [dataclasses.replace(c, items=inputs.masked(c.items, seen)) for c in inputs.checks]
     triaged = triage(checks, links)
+    keys = _series_fingerprints(version, table, inputs, out)
+    unchanged = {series for series in summaries
+                 if fingerprints.get(series) == keys[series] and (out / "series" / f"{series}.html").exists()}
+    # the series rendered, and those whose search entries are to be made (rendered, or the file
+    # is gone): only their rows are taken as dicts
+    searched = [series for series in summaries
+                if series not in unchanged or not (out / SEARCH / f"{series}.js").is_file()]
+    by_series: dict[str, list[dict]] = {series: [] for series in searched}
+    for row in table.filter(pl.col("series").is_in(searched)).to_dicts() if searched else []:
+        by_series[row["series"]].append(row)
     entries = []
-    for series, rows in by_series.items():
-        fingerprint = _series_fingerprint(version, series, rows, inputs, out)
-        if fingerprints.get(series) == fingerprint and (out / "series" / f"{series}.html").exists():
+    for series, summary in summaries.items():
+        if series in unchanged:
             report.series_unchanged.append(series)
         else:
-            written, said = _render_series(env, series_page(series, rows, inputs, home, out), rows, inputs, home, out,
-                                           version, _read_episodes_said(out, series) if series in fingerprints else {})
+            rows = by_series[series]
+            written, said = _render_series(env, series_page(summary, rows, inputs, home, out), rows, inputs, home,
+                                           out, version,
+                                           _read_episodes_said(out, series) if series in fingerprints else {})
             report.pages_written += written
-            state[series] = {"fingerprint": fingerprint, "episodes": said}
+            state[series] = {"fingerprint": keys[series], "episodes": said}
             report.series_rendered.append(series)
-        entries.append(_index_entry(series_summary(series, rows, inputs), triaged))
-    for series in sorted(set(fingerprints) - set(by_series)):
+        entries.append(_index_entry(summary, triaged))
+    for series in sorted(set(fingerprints) - set(summaries)):
         _remove_series(out, series)
         (out / STATE / f"{series}.json").unlink(missing_ok=True)
         report.series_removed.append(series)
     for name in LEGACY:
         (out / name).unlink(missing_ok=True)
-    # the search entries of the series rendered (or whose file is gone), by series in one pass
-    unchanged = {s for s in report.series_unchanged if (out / SEARCH / f"{s}.js").is_file()}
-    searched: dict[str, list[dict]] = {series: [] for series in by_series if series not in unchanged}
-    for entry in search_index([row for row in everything if row["series"] in searched], inputs):
-        searched[entry["series"]].append(entry)
-    for series, series_entries in searched.items():
-        report.pages_written += write_if_changed(out / SEARCH / f"{series}.js", _search_script(series_entries),
+    for series in searched:
+        entries_of = search_index(by_series[series], inputs)
+        report.pages_written += write_if_changed(out / SEARCH / f"{series}.js", _search_script(entries_of),
                                                  durable=False)
     for stale in (out / SEARCH).glob("*.js"):
-        if stale.stem not in by_series:
+        if stale.stem not in summaries:
             stale.unlink()
     board = None
     if inputs.leaderboard is not None:
@@ -753,8 +784,8 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
     report.pages_written += _render(
         env, "index.html", report.index, site=".", series=entries, leaderboard=board, checks=checks, triage=triaged,
         items_shown=INDEX_ITEMS_SHOWN,
-        searched=[f"{SEARCH}/{series}.js" for series in by_series],
-        warnings=[dataclasses.replace(c, items=inputs.masked(c.items), description=inputs.masked(c.description))
+        searched=[f"{SEARCH}/{series}.js" for series in summaries],
+        warnings=[dataclasses.replace(c, items=inputs.masked(c.items, seen), description=inputs.masked(c.description))
                   for c in inputs.warnings if c.passed is False],
         links=links, legend=legend(inputs.rubric),
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), rubric_version=inputs.rubric.version)

@@ -80,11 +80,13 @@ def site_files(site: Path) -> dict[str, tuple[int, str]]:
 
 
 def site_changes(before: dict, after: dict, series: str) -> dict[str, list[str]]:
+    from vae_pipeline.domain.review.site import INDEX_PARTS
+
     rewritten = [p for p in after if p in before and after[p][0] != before[p][0]]
     changed = [p for p in rewritten if after[p][1] != before[p][1]]
     new = [p for p in after if p not in before]
     gone = [p for p in before if p not in after]
-    others = [p for p in rewritten + new + gone if series not in p and not p.endswith("index.html")]
+    others = [p for p in rewritten + new + gone if series not in p and not p.endswith(("index.html", INDEX_PARTS))]
     return {"rewritten": rewritten, "changed": changed, "new": new, "gone": gone, "others": others}
 
 

@@ -80,7 +80,9 @@ def test_a_new_series_renders_its_pages_and_the_index_only(two_then_three):
     own = {f"series/{third}.html", f"search/{third}.js", f".state/{third}.json"}
     assert all(name in own or name.startswith(f"episodes/{third}/") for name in new), new
     assert own <= new
-    assert {name for name in before if name in after and after[name] != before[name]} == {"index.html"}
+    # the index, and this machine's copy of its parts (the new series' part added)
+    assert {name for name in before if name in after and after[name] != before[name]} == \
+        {"index.html", f"{review_site.BYTECODE}/{review_site.INDEX_PARTS}"}
     assert any(name.startswith(f"episodes/{third}/{episodes[0]}/images/") for name in new)
     for series in (first, second):
         pages = [name for name in before if name.startswith((f"series/{series}", f"episodes/{series}/"))]
@@ -142,6 +144,42 @@ def test_unchanged_series_are_left_alone_a_template_change_renders_all_and_a_gon
     assert not (out / "series" / f"{first}.html").exists() and not (out / "episodes" / first).exists()
     assert not (out / "search" / f"{first}.js").exists() and not (out / ".state" / f"{first}.json").exists()
     assert "Leaderboard" not in (out / "index.html").read_text()
+
+
+def test_the_index_keeps_each_unchanged_series_part_and_renders_a_changed_one_again(two_then_three):
+    """Each series' rows under "What blocks the release" and in the series table come from this
+    machine's copy of the last render while what they show is the same: a part edited in that
+    copy stays on the index (it was not rendered again) until its series changes; a damaged copy,
+    or a template change, renders every part, and the index comes out as from scratch."""
+    home = two_then_three["paths"]["home"]
+    first, second, third = two_then_three["series"]
+    inputs = site_inputs(home, META / "rubric-v1.2.json")
+    episodes = inputs.rows.filter(pl.col("valid")).to_dicts()
+    inputs.checks = [CheckResult("no_scrub_findings", "about", False, "the way out",
+                                 [{"series": r["series"], "id": r["id"], "text": "an email"} for r in episodes])]
+    out = home / "review-index-parts"
+    render_site(inputs, home, out)
+    from_scratch = (out / "index.html").read_text()
+    copy = out / review_site.BYTECODE / review_site.INDEX_PARTS
+    parts = json.loads(copy.read_bytes())
+    assert sorted(parts["triage"]) == sorted(parts["rows"]) == [first, second, third]
+    for kind in ("triage", "rows"):
+        for series in (first, second):
+            parts[kind][series][1] = f'<tr class="kept">{kind} {series}</tr>'
+    copy.write_text(json.dumps(parts))
+    inputs.published = set(inputs.rows.filter(pl.col("series") == second)["id"])  # the second's row changes
+    render_site(inputs, home, out)
+    index = (out / "index.html").read_text()
+    assert re.findall(r'<tr class="kept">([^<]*)</tr>', index) == [f"triage {first}", f"triage {second}", f"rows {first}"]
+    assert f'<tr data-series="{second}">' in index and f'<tr data-series="{third}">' in index
+    copy.write_bytes(b'{"version": ')  # damaged: every part rendered again
+    inputs.published = set()
+    render_site(inputs, home, out)
+    assert _without_clock((out / "index.html").read_text()) == _without_clock(from_scratch)
+
+
+def _without_clock(index: str) -> str:
+    return re.sub(r"Generated [^·]*·", "", index)
 
 
 def test_a_state_is_read_whole_only_for_a_series_rendered_again_and_a_damaged_one_costs_its_transcripts(

@@ -78,10 +78,13 @@ def actor_models(runs_root: RunsRoot, scrub_settings: ScrubSettings) -> dict[str
     return models
 
 
-def entrants_source(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings) -> str:
-    """What `entrants` reads besides its inputs: withheld and evaluation lists, each series' model."""
+def entrants_source(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings,
+                    models: dict[str, str | None] | None = None) -> str:
+    """What `entrants` reads besides its inputs: withheld and evaluation lists, each series' model
+    (`models` when the caller has read them: every series.json is read once)."""
+    models = models if models is not None else actor_models(runs_root, scrub_settings)
     return content_version(withheld_source(project_meta), files_version([project_meta.root / EVALUATION]),
-                           sorted(actor_models(runs_root, scrub_settings).items()))
+                           sorted(models.items()))
 
 
 @dg.asset(code_version="entrants-4", group_name="leaderboard", kinds={"polars"},
@@ -120,7 +123,7 @@ def entrants(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_met
         "not_ranked": markdown_table(pl.DataFrame(unranked_series(frame), schema={
             "series": pl.String, "model": pl.String, "benchmark_version": pl.String, "reason": pl.String}),
             ("series", "model", "benchmark_version", "reason")),
-        **record_metadata(context, entrants_source(runs_root, project_meta, scrub_settings)),
+        **record_metadata(context, entrants_source(runs_root, project_meta, scrub_settings, models)),
     })
 
 

@@ -6,7 +6,8 @@ Pure: rows in, files out (no Dagster). Pages come from Jinja2 templates with aut
 link to the staged videos and frames under the pipeline's home by relative paths, so the site
 opens from `file://` or a local server with no network. A series' pages are rendered again only
 when what they show changed (a fingerprint per series in `.state/<series>.json`), and its search
-entries (`search/<series>.js`) rewritten only when they changed; the index every time. A new
+entries (`search/<series>.js`) rewritten only when they changed; the index every time, from each
+series' part as last rendered unless it changed (`.cache/index-parts.json`, this machine's). A new
 series so costs its own files and the index, whatever the site holds.
 """
 
@@ -66,6 +67,7 @@ SEARCH = "search"  # <series>.js: the series' entries of the index page's search
 # episode, and a check that names every episode of a large release would double the index
 INDEX_ITEMS_SHOWN = 50
 BYTECODE = ".cache"  # the templates compiled, for this machine's next render
+INDEX_PARTS = "index-parts.json"  # in BYTECODE: each series' part of the index as last rendered
 # what the scrub wrote (placeholders, redactions) and what the site masks (findings), once escaped
 _MARKERS = re.compile(r"&lt;(home|user|hostname|person|redacted:[A-Za-z0-9_]+|finding:[A-Za-z0-9_]+)&gt;")
 GATE_MEANING = {
@@ -597,6 +599,35 @@ def _render(env: jinja2.Environment, template: str, path: Path, **context: objec
     return write_if_changed(path, env.get_template(template).render(**context).encode(), durable=False)
 
 
+def _index_parts(env: jinja2.Environment, out: Path, version: str, triaged: dict, entries: list[dict]
+                 ) -> tuple[list[markupsafe.Markup], list[markupsafe.Markup]]:
+    """Each series' rows under "What blocks the release" and its row of the series table, as HTML:
+    a series' part is rendered again only when what it shows changed, the others come from this
+    machine's copy of the last render (INDEX_PARTS, beside the templates' compiled cache; lost or
+    damaged, every part is rendered)."""
+    path = out / BYTECODE / INDEX_PARTS
+    try:
+        kept = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        kept = {}
+    kept = kept if isinstance(kept, dict) and kept.get("version") == version else {}
+    macros = env.get_template("index_parts.html").module
+    made: dict[str, dict[str, list[str]]] = {"version": version, "triage": {}, "rows": {}}
+
+    def part(kind: str, series: str, shown: dict, render) -> markupsafe.Markup:
+        key = _fingerprint(shown)
+        hit = (kept.get(kind) or {}).get(series)
+        html = hit[1] if isinstance(hit, list) and len(hit) == 2 and hit[0] == key else str(render(shown))
+        made[kind][series] = [key, html]
+        return markupsafe.Markup(html)
+
+    groups = [part("triage", series, group, macros.triage_group) for series, group in triaged["groups"].items()]
+    rows = [part("rows", entry["id"], entry, macros.series_row) for entry in entries]
+    if made != kept:
+        write_if_changed(path, json.dumps(made).encode(), durable=False)
+    return groups, rows
+
+
 def _log_pages(member: str, log) -> list[tuple[str, list[dict], int | None, list[str]]]:
     """A log's pages: (name, rows, subagent thread or None, the names of the pages it is one of)."""
     threads = split_threads(log.rows)
@@ -781,9 +812,10 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
                                                      durable=False)
     if board is None or not board["chart"]:
         (out / LEADERBOARD_CHART).unlink(missing_ok=True)
+    triage_groups, series_rows = _index_parts(env, out, version, triaged, entries)
     report.pages_written += _render(
-        env, "index.html", report.index, site=".", series=entries, leaderboard=board, checks=checks, triage=triaged,
-        items_shown=INDEX_ITEMS_SHOWN,
+        env, "index.html", report.index, site=".", triage_groups=triage_groups, series_rows=series_rows,
+        leaderboard=board, checks=checks, triage=triaged, items_shown=INDEX_ITEMS_SHOWN,
         searched=[f"{SEARCH}/{series}.js" for series in summaries],
         warnings=[dataclasses.replace(c, items=inputs.masked(c.items, seen), description=inputs.masked(c.description))
                   for c in inputs.warnings if c.passed is False],

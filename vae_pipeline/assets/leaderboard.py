@@ -259,37 +259,53 @@ def judge_agreement(context: dg.AssetExecutionContext, dataset_folder: DatasetFo
 # change, so a refresh re-runs them; a failure refuses the release (see hub_release), nothing else.
 
 
-@dg.asset_check(asset=dg.AssetKey("dataset_card"), additional_ins={"entrants": dg.AssetIn("entrants")},
-                description="Every series meta/evaluation.json ranks is published" + REFUSES_THE_RELEASE)
 def ranked_series_published(project_meta: ProjectMeta, entrants: pl.DataFrame) -> dg.AssetCheckResult:
     try:
         listed = read_evaluation(project_meta) or []
     except BadInput as exc:
-        return dg.AssetCheckResult(passed=False, description=f"meta/{exc}. Fix meta/evaluation.json.")
+        return dg.AssetCheckResult(check_name="ranked_series_published", passed=False,
+                                   description=f"meta/{exc}. Fix meta/evaluation.json.")
     published = set(entrants["series"])
     missing = [series for series in listed if series not in published]
     return dg.AssetCheckResult(
-        passed=not missing,
+        check_name="ranked_series_published", passed=not missing,
         description="every ranked series is published" if not missing else
         f"meta/{EVALUATION} ranks series the dataset does not publish: {', '.join(missing)}. Complete or "
         f"un-withhold the series, or remove it from meta/{EVALUATION}.",
         metadata={"listed": len(listed), "not_published": len(missing)})
 
 
-@dg.asset_check(asset=dg.AssetKey("dataset_card"),
-                additional_ins={"pairwise_judgments": dg.AssetIn("pairwise_judgments"),
-                                "human_votes": dg.AssetIn("human_votes")},
-                description="Every line of comparisons/ (judge batches and human votes) is valid" + REFUSES_THE_RELEASE)
 def no_bad_comparisons(pairwise_judgments: pl.DataFrame, human_votes: pl.DataFrame) -> dg.AssetCheckResult:
     bad = pl.concat([frame.filter(pl.col("reason").is_not_null()).select("file", "line", "reason")
                      for frame in (pairwise_judgments, human_votes)]).unique().sort("file", "line")
     problems = [f"comparisons/{r['file']}:{r['line']} {r['reason']}" for r in bad.iter_rows(named=True)]
     return dg.AssetCheckResult(
-        passed=not problems,
+        check_name="no_bad_comparisons", passed=not problems,
         description="every comparisons line is valid" if not problems else
         problem_list(f"{len(problems)} bad comparisons line(s), skipped by the leaderboard:", problems,
                      "Fix or remove the lines."),
         metadata={"bad_lines": len(problems), "lines": markdown_table(bad, ("file", "line", "reason"))})
 
 
-LEADERBOARD_CHECKS = [ranked_series_published, no_bad_comparisons]
+CARD_CHECKS = {
+    "ranked_series_published": "Every series meta/evaluation.json ranks is published",
+    "no_bad_comparisons": "Every line of comparisons/ (judge batches and human votes) is valid",
+}
+
+
+@dg.multi_asset_check(specs=[dg.AssetCheckSpec(name, asset="dataset_card", description=about + REFUSES_THE_RELEASE,
+                                              additional_deps=["entrants", "pairwise_judgments", "human_votes"])
+                             for name, about in CARD_CHECKS.items()],
+                      ins={name: dg.AssetIn(name) for name in ("entrants", "pairwise_judgments", "human_votes")},
+                      can_subset=True)
+def dataset_card_checks(context: dg.AssetCheckExecutionContext, project_meta: ProjectMeta, entrants: pl.DataFrame,
+                        pairwise_judgments: pl.DataFrame, human_votes: pl.DataFrame):
+    """The leaderboard's publish checks that the run selected, in one step (one step's cost, not two)."""
+    selected = {key.name for key in context.selected_asset_check_keys}
+    if "ranked_series_published" in selected:
+        yield ranked_series_published(project_meta, entrants)
+    if "no_bad_comparisons" in selected:
+        yield no_bad_comparisons(pairwise_judgments, human_votes)
+
+
+LEADERBOARD_CHECKS = [dataset_card_checks]

@@ -23,6 +23,7 @@ from vae_pipeline.storage.resources import (
     table_names,
 )
 from vae_pipeline.storage.versions import (
+    cached_latest,
     frame_version,
     outdated_stages,
     record_metadata,
@@ -162,8 +163,9 @@ def episode_table(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg
 
     Refuses (naming the series and the stage) when a series' stage is missing or older than the
     upstream stages it is made from: the rows would read as unjudged or without archives."""
+    latest = cached_latest(context.instance)  # the upstream materializations, looked up once for the step
     outdated = outdated_stages(context.instance, sorted(context.instance.get_dynamic_partitions(SERIES)),
-                               SERIES_STAGES)
+                               SERIES_STAGES, latest)
     if outdated:
         raise dg.Failure(description=f"{len(outdated)} series stage(s) missing or out of date: "
                                      f"{'; '.join(outdated[:20])}. Materialize them first (vae build does).")
@@ -176,7 +178,7 @@ def episode_table(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg
         "invalid": invalid.height,
         "duckdb": dg.MetadataValue.path(str(warehouse.database)),
         "invalid_preview": markdown_table(invalid, ("series", "id", "error_file", "error_line", "error_reason")),
-        **record_metadata(context),
+        **record_metadata(context, latest=latest),
     })
 
 

@@ -171,12 +171,14 @@ def _upstream_version(latest: Latest, key: dg.AssetKey, partition: str | None, p
     return [(p, _version(latest(key, p))) for p in sorted(partitions)]
 
 
-def record_metadata(context: dg.AssetExecutionContext, source: str | None = None) -> dict[str, str]:
-    """The metadata an unpartitioned asset adds to its materialization so that staleness can be judged later."""
+def record_metadata(context: dg.AssetExecutionContext, source: str | None = None,
+                    latest: Latest | None = None) -> dict[str, str]:
+    """The metadata an unpartitioned asset adds to its materialization so that staleness can be
+    judged later (`latest`: a look-up of upstream materializations the step already holds)."""
     spec = context.assets_def.get_asset_spec(context.asset_key)
     partitions = context.instance.get_dynamic_partitions(SERIES)
     meta = {INPUTS_KEY: inputs_fingerprint(context.instance, spec, None, partitions, source,
-                                           cached_latest(context.instance))}
+                                           latest or cached_latest(context.instance))}
     if source is not None:
         meta[SOURCE_KEY] = source
     return meta
@@ -209,10 +211,11 @@ def series_output(context: dg.AssetExecutionContext, frames: dict[str, pl.DataFr
     return dg.Output(frames)
 
 
-def outdated_stages(instance: dg.DagsterInstance, partitions: list[str], stages: list[dg.AssetKey]) -> list[str]:
+def outdated_stages(instance: dg.DagsterInstance, partitions: list[str], stages: list[dg.AssetKey],
+                    latest: Latest | None = None) -> list[str]:
     """Each series stage that is missing, or was made from an older version of the same series'
     upstream stages than the latest (e.g. labels older than its episodes), as "series: why"."""
-    latest = cached_latest(instance)
+    latest = latest or cached_latest(instance)
     problems = []
     for series in partitions:
         for stage in stages:

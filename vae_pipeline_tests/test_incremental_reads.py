@@ -7,11 +7,12 @@ from collections import Counter
 from pathlib import Path
 
 import polars as pl
+from upath import UPath
 
 from vae_pipeline.assets.labels import label_problems
 from vae_pipeline.assets.renders import facts_problems
 from vae_pipeline.domain.episodes.series import series_fingerprint
-from vae_pipeline.domain.objects import listings_held
+from vae_pipeline.domain.objects import listing, listings_held
 from vae_pipeline.storage import io_manager
 from vae_pipeline.storage.io_manager import parquet_bytes, stored_series_tables
 from vae_pipeline.storage.resources import RunsRoot, Warehouse
@@ -192,3 +193,24 @@ def test_the_rows_check_asks_for_the_episode_rows_of_the_manifests_it_reads_alon
         ("e2", "archive_sha256 in episodes.jsonl differs from the manifest"),
         (None, "episodes/2026-01-01/e0.tar.zst: archive without a row"),
     ]
+
+
+def test_a_listing_on_disk_says_what_fsspec_says_of_the_same_files(tmp_path):
+    """A folder's listing on disk (one scandir pass, not fsspec's walk) holds exactly the regular
+    files fsspec's `find` reports, each with the same facts: a symlink to a file or a folder is
+    neither listed nor followed, nested folders are walked, an empty folder adds nothing."""
+    root = tmp_path / "dataset"
+    (root / "videos" / "s1").mkdir(parents=True)
+    (root / "videos" / "s1" / "a.mp4").write_bytes(b"video")
+    (root / "episodes" / "empty").mkdir(parents=True)
+    (root / "README.md").write_text("card")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text("x")
+    (root / "linked-file").symlink_to(tmp_path / "outside" / "secret.txt")
+    (root / "linked-folder").symlink_to(tmp_path / "outside")
+    folder = UPath(root)
+    expected = {name[len(folder.path):].lstrip("/"): info
+                for name, info in folder.fs.find(folder.path, detail=True).items() if info["type"] == "file"}
+    assert sorted(expected) == ["README.md", "videos/s1/a.mp4"]
+    assert listing(folder) == expected
+    assert listing(UPath(tmp_path / "absent")) == {}

@@ -408,10 +408,38 @@ def listing(folder: UPath) -> dict[str, dict]:
     folder = refreshed(folder)
     if is_local(folder) and not local_path(folder).is_dir():
         return {}
-    found = folder.fs.find(folder.path, detail=True)
+    found = _files_on_disk(folder.path) if is_local(folder) else folder.fs.find(folder.path, detail=True)
     files = {name[len(folder.path):].lstrip("/"): info for name, info in found.items() if info.get("type") == "file"}
     _HELD.keep(folder, files)
     return files
+
+
+def _files_on_disk(root: str) -> dict[str, dict]:
+    """The regular files under the folder `root` with what fsspec's local `find(detail=True)` says
+    of each (a symlink is neither listed nor followed; a folder or file gone meanwhile is left
+    out), by path, sorted: the same entries and facts from one `scandir` pass, at about half the
+    cost of fsspec's walk (a listing of the dataset or a stage's tables is a roll-up's largest
+    share at 10,000 episodes)."""
+    found: dict[str, dict] = {}
+    folders = [root]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            folders.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            facts = entry.stat(follow_symlinks=False)
+                            found[entry.path] = {
+                                "name": entry.path, "size": facts.st_size, "type": "file", "created": facts.st_ctime,
+                                "islink": False, "mode": facts.st_mode, "uid": facts.st_uid, "gid": facts.st_gid,
+                                "mtime": facts.st_mtime, "ino": facts.st_ino, "nlink": facts.st_nlink}
+                    except FileNotFoundError:
+                        continue
+        except OSError:
+            continue
+    return dict(sorted(found.items()))
 
 
 class _HeldListings:

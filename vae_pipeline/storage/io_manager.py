@@ -31,9 +31,9 @@ from vae_pipeline.storage.partitions import SERIES
 from vae_pipeline.storage.resources import Warehouse
 
 
-def parquet_bytes(frame: pl.DataFrame) -> bytes:
+def parquet_bytes(frame: pl.DataFrame, compression: str = "zstd") -> bytes:
     buffer = io.BytesIO()
-    frame.write_parquet(buffer, compression="zstd", statistics=True)
+    frame.write_parquet(buffer, compression=compression, statistics=True)
     return buffer.getvalue()
 
 
@@ -179,7 +179,7 @@ def stored_series_tables(warehouse: Warehouse, reader: str, stages: Mapping[str,
             else pl.DataFrame(schema={"series": pl.String, _SOURCE: pl.String})
         # a series with no rows leaves its columns but no identity: it is read again next time
         if kept is None or set(known) != unchanged or any(p.height for p in parts[1 if kept is not None else 0:]):
-            put_bytes(copy, parquet_bytes(table))
+            put_bytes(copy, parquet_bytes(table, "lz4"))  # a cache rewritten whole: written fast, not small
         tables[stage] = table.drop(_SOURCE)
     return tables, faults
 

@@ -216,6 +216,13 @@ def outdated_stages(instance: dg.DagsterInstance, partitions: list[str], stages:
     """Each series stage that is missing, or was made from an older version of the same series'
     upstream stages than the latest (e.g. labels older than its episodes), as "series: why"."""
     latest = latest or cached_latest(instance)
+    current: dict[tuple[str, str], object] = {}  # (upstream, series) -> its version now, shared by the stages
+
+    def now(name: str, series: str) -> object:
+        if (name, series) not in current:
+            current[name, series] = _upstream_version(latest, dg.AssetKey.from_user_string(name), series, partitions)
+        return current[name, series]
+
     problems = []
     for series in partitions:
         for stage in stages:
@@ -225,8 +232,7 @@ def outdated_stages(instance: dg.DagsterInstance, partitions: list[str], stages:
                 continue
             recorded = (event.metadata or {}).get(UPSTREAM_KEY)
             recorded = getattr(recorded, "value", recorded) or {}
-            older = sorted(name for name, version in recorded.items()
-                           if _upstream_version(latest, dg.AssetKey.from_user_string(name), series, partitions) != version)
+            older = sorted(name for name, version in recorded.items() if now(name, series) != version)
             if older:
                 problems.append(f"{series}: {stage.to_user_string()} is older than its {', '.join(older)}")
     return problems

@@ -14,6 +14,7 @@ import pytest
 from vae_pipeline.cli import build as build_module
 from vae_pipeline.cli import main
 from vae_pipeline.cli.build import build
+from vae_pipeline.domain.dataset.card import CARD_COLUMNS, render_card
 from vae_pipeline.domain.dataset.rows import DATASET_COLUMNS
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META, copy_runs, isolate
@@ -171,6 +172,17 @@ def test_readme_stats_table_follows_the_contract(built_once):
     tokens = sum(r["cache_read_tokens"] for r in rows)
     assert values["Actor tokens (output; cache read)"].endswith(f"; {tokens:,}")
     assert "Last refreshed:" in readme and "| Family | Episodes |" in readme
+
+
+def test_the_card_reads_only_the_columns_it_names(built_once):
+    """The card step hands the card only CARD_COLUMNS of each row: the card made from them is the
+    card made from every column of the published rows."""
+    rows = pl.read_parquet(built_once["dataset"] / "data" / "episodes.parquet")
+    assert set(CARD_COLUMNS) <= set(rows.columns)
+    made = {name: render_card(frame.to_dicts(), refreshed_at="then", rubric_version="9", series=["s"], leaderboard="")
+            for name, frame in (("every column", rows), ("its columns", rows.select(CARD_COLUMNS)))}
+    assert made["its columns"] == made["every column"]
+    assert f"| Episodes | {rows.height} (" in made["its columns"]
 
 
 def test_second_build_materializes_nothing(built, pipeline_env):

@@ -66,6 +66,37 @@ def test_only_the_changed_series_are_read_again_and_the_rows_are_those_of_every_
     assert later["labels"].equals(expected)
 
 
+def test_the_copy_is_written_again_once_it_is_more_than_its_lag_behind(tmp_path, monkeypatch):
+    """A few new series are read from their own files, each time, beside an unchanged copy; the
+    series past COPY_LAG make the copy written again with them all, and nothing is read next."""
+    home = tmp_path / "home"
+    warehouse = Warehouse(path=str(home))
+    lag = io_manager.COPY_LAG
+    names = [f"s{n:03d}" for n in range(2 * lag + 2)]
+    for name in names[:lag]:
+        _store(home, "labels", name, pl.DataFrame({"id": [f"{name}-e"], "label": ["PASS"]}))
+    reads = _reads(monkeypatch)
+    stored_series_tables(warehouse, "reader", {"labels": None}, names[:lag])
+    copy = home / "rollups" / "reader" / "labels.parquet"
+    written = copy.stat().st_mtime_ns, copy.stat().st_ino
+
+    added = names[lag:2 * lag]  # as many new series as the copy may lag
+    for name in added:
+        _store(home, "labels", name, pl.DataFrame({"id": [f"{name}-e"], "label": ["FAIL"]}))
+    for _ in range(2):
+        reads.clear()
+        tables, _ = stored_series_tables(warehouse, "reader", {"labels": None}, names[:2 * lag])
+        assert sorted(reads) == added and (copy.stat().st_mtime_ns, copy.stat().st_ino) == written
+        assert tables["labels"]["id"].to_list() == [f"{name}-e" for name in names[:2 * lag]]
+
+    _store(home, "labels", names[-2], pl.DataFrame({"id": [f"{names[-2]}-e"], "label": ["PASS"]}))
+    stored_series_tables(warehouse, "reader", {"labels": None}, names[:2 * lag + 1])
+    assert (copy.stat().st_mtime_ns, copy.stat().st_ino) != written
+    reads.clear()
+    tables, _ = stored_series_tables(warehouse, "reader", {"labels": None}, names[:2 * lag + 1])
+    assert reads == [] and tables["labels"]["label"].to_list() == ["PASS"] * lag + ["FAIL"] * lag + ["PASS"]
+
+
 def test_a_missing_file_or_a_lacking_column_is_said_each_time(tmp_path, monkeypatch):
     home = tmp_path / "home"
     warehouse = Warehouse(path=str(home))

@@ -6,7 +6,7 @@ import dagster as dg
 import polars as pl
 
 from vae_pipeline.assets.leaderboard import human_votes, pairwise_judgments
-from vae_pipeline.domain.dataset.card import render_card, stats_rows
+from vae_pipeline.domain.dataset.card import CARD_COLUMNS, render_card, stats_rows
 from vae_pipeline.domain.leaderboard.tables import leaderboard_section
 from vae_pipeline.domain.objects import put_bytes
 from vae_pipeline.domain.table_versions import content_version
@@ -22,7 +22,7 @@ def dataset_card(context: dg.AssetExecutionContext, dataset_folder: DatasetFolde
                  judge_agreement: pl.DataFrame, entrants: pl.DataFrame) -> dg.MaterializeResult:
     """README.md with front matter (viewer configs), the stats and family tables, the leaderboard
     (naming the benchmark version it ranks and the series it does not), and the refresh time."""
-    rows = dataset_rows.to_dicts()
+    rows = dataset_rows.select(c for c in CARD_COLUMNS if c in dataset_rows.columns).to_dicts()
     refreshed_at = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
     series = sorted({row["series"] for row in rows})
     board = leaderboard_section(leaderboard, judge_agreement, entrants)

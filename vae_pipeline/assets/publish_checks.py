@@ -16,7 +16,7 @@ Each description names the episodes and files concerned and the way out.
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -70,6 +70,7 @@ class Given:
     dataset_folder: DatasetFolder
     warehouse: Warehouse
     episode_table: pl.DataFrame
+    _listings: dict[str, dict[str, dict]] = field(default_factory=dict)
 
     @property
     def everything_read(self) -> bool:
@@ -96,6 +97,13 @@ class Given:
     def published(self) -> pl.DataFrame:
         """The episode_table rows episodes.jsonl publishes."""
         return published_table(self.episode_table, self.published_rows)
+
+    def listed(self, folder: str) -> dict[str, dict]:
+        """One listing of a folder of the dataset (`listing`) for every check that reads it: the
+        checks write nothing there."""
+        if folder not in self._listings:
+            self._listings[folder] = listing(self.dataset_folder.root / folder)
+        return self._listings[folder]
 
 
 def _result(name: str, passed: bool, description: str, **metadata) -> dg.AssetCheckResult:
@@ -163,7 +171,7 @@ def _problems_since(given: Given, name: str, folder: str, digest: str, files_of:
     `files_of` and `staged_of` read `columns` of a row (and `series`, `id`, `digest`): every
     published row is taken with those alone; those whose files changed, with all their columns."""
     before = _found_right(given, name)
-    listed = listing(given.dataset_folder.root / folder)
+    listed = given.listed(folder)
     published = given.published
     narrow = published.select(list(dict.fromkeys(("series", "id", digest, *columns)))).to_dicts() \
         if published.height else []
@@ -266,7 +274,8 @@ def rows_and_archives_agree(given: Given) -> dg.AssetCheckResult:
 
     before = _found_right(given, name)
     said, agreed = rows_vs_archives(root, given.published_rows,
-                                    written_of if episode_table.height and not is_local(root) else None, before)
+                                    written_of if episode_table.height and not is_local(root) else None, before,
+                                    given.listed("episodes"))
     _keep_found_right(given, name, before, agreed)
     return _by_episode(name, "rows, archives and manifests agree", said,
                        f"{len(said)} disagreement(s) between episodes.jsonl, the archives and the manifests:",

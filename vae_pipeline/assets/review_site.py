@@ -109,7 +109,7 @@ def fetch_linked_files(warehouse: Warehouse, table: pl.DataFrame) -> None:
     def named(column: str) -> list[str]:
         return [name for name in table[column] if name] if column in table.columns else []
 
-    warehouse.fetch_all(named("staged_video") + named("staged_archive"))
+    warehouse.mirror.fetch(named("staged_video") + named("staged_archive"))
     warehouse.mirror.fetch_folders([sheet.rsplit("/", 1)[0] for sheet in named("contact_sheet")], "frames")
 
 

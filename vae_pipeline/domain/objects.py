@@ -758,6 +758,12 @@ class Mirror:
     def fetch_all(self, rels: list[str]) -> dict[str, Path]:
         """The local copy of each file of `rels`, from one listing per top folder they are in (not a
         HEAD each): the missing or changed ones downloaded together. By name."""
+        self.fetch(rels)
+        return {rel: self.local / rel for rel in rels}
+
+    def fetch(self, rels: list[str]) -> None:
+        """The files of `rels` here, as `fetch_all` brings them, for a reader that finds them by
+        name (on disk nothing to do, not even a path made for each)."""
         if self.is_remote and rels:
             found_in: dict[str, dict] = {}
             for top in sorted({rel.split("/", 1)[0] for rel in rels}):
@@ -768,7 +774,6 @@ class Mirror:
                         raise FileNotFoundError(f"{rel} is not in the bucket")
                     found_in[rel] = found
             self._download(found_in)
-        return {rel: self.local / rel for rel in rels}
 
     def sync(self, rel: str = "", shared: UPath | None = None, local_only: tuple[str, ...] = ()) -> Path:
         """The local copy of every file under `rel`, made equal to the bucket's (files gone there

@@ -129,6 +129,10 @@ class ParquetTableIOManager(dg.ConfigurableIOManagerFactory):
 
 
 ROLLUPS = "rollups"  # under the home: what each reader of every series' tables read last time
+# how many series a roll-up's copy may be behind (read from their own files, or gone) before it is
+# written again: a new series a night costs reading its files again for a few nights, not a
+# rewrite of every series' rows each night
+COPY_LAG = 32
 _SOURCE = "_source"  # the stored file each row came from: size and mtime/inode on disk, ETag on a bucket
 
 
@@ -143,7 +147,8 @@ def stored_series_tables(warehouse: Warehouse, reader: str, stages: Mapping[str,
     its file (size and mtime/inode, or ETag), so a file replaced since is read again and the rows
     of a series no longer asked for are dropped. A series whose file lacks a column, or that has no
     rows, is not kept and is read every time. The copy is written whole (readers never see half
-    of it); one lost or stale copy only costs reading again."""
+    of it) when it is more than COPY_LAG series behind; one lost or stale copy only costs reading
+    again."""
     wanted = list(dict.fromkeys(series))
     tables, faults = {}, {}
     for stage, columns in stages.items():
@@ -178,7 +183,8 @@ def stored_series_tables(warehouse: Warehouse, reader: str, stages: Mapping[str,
         table = pl.concat(parts, how="diagonal_relaxed").sort("series", maintain_order=True) if parts \
             else pl.DataFrame(schema={"series": pl.String, _SOURCE: pl.String})
         # a series with no rows leaves its columns but no identity: it is read again next time
-        if kept is None or set(known) != unchanged or any(p.height for p in parts[1 if kept is not None else 0:]):
+        behind = len(set(known) - set(sources)) + sum(1 for p in parts[1 if kept is not None else 0:] if p.height)
+        if kept is None or behind > COPY_LAG:
             put_bytes(copy, parquet_bytes(table, "lz4"))  # a cache rewritten whole: written fast, not small
         tables[stage] = table.drop(_SOURCE)
     return tables, faults

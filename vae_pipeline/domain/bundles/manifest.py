@@ -7,6 +7,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import polars as pl
+
 AXES_COLUMNS = ("score_brief_fidelity", "score_composition", "score_typography", "score_motion",
                 "score_craft", "score_engagement")
 VERDICT_COLUMNS = ("label", "host_rule", "host_gates_failed", "positive_eligible", "defects_critical",
@@ -48,10 +50,13 @@ def _this_code() -> bytes:
     return Path(__file__).read_bytes()
 
 
-def manifest_inputs(row: dict) -> str:
-    """A digest of everything the manifest of `row` is made from (its values and this module's
-    code): equal digests, equal manifests, so a manifest written from the same ones need not be
-    made again (a new series costs its own manifests, not every episode's)."""
-    digest = hashlib.sha256(_this_code())
-    digest.update(repr([row.get(column) for column in MADE_FROM]).encode())
-    return digest.hexdigest()[:32]
+def manifest_inputs(frame: pl.DataFrame) -> list[str]:
+    """A digest, per row, of everything the row's manifest is made from (its MADE_FROM values and
+    this module's code): equal digests, equal manifests, so a manifest written from the same ones
+    need not be made again (a new series costs its own manifests, not every episode's). Two of
+    Polars' row hashes (stable within a Polars version: after an upgrade every manifest is made
+    once more, and rewritten only where its bytes differ), not a row's values turned to Python."""
+    code = hashlib.sha256(_this_code()).hexdigest()[:16]
+    made = frame.select(MADE_FROM)
+    return [f"{code}{low:016x}{high:016x}" for low, high in zip(made.hash_rows(seed=0), made.hash_rows(seed=1),
+                                                               strict=True)]

@@ -6,6 +6,11 @@ from collections import Counter
 from collections.abc import Sequence
 
 LABEL_ORDER = ("PASS", "PASS_WITH_NITS", "FAIL")
+# the columns of a published row the card reads (its stats, families and series): a caller with a
+# table takes these alone, not every row's nested columns
+CARD_COLUMNS = ("series", "sample", "brief_id", "family", "aspect", "label", "positive_eligible", "video_ok",
+                "video_duration_s", "turns", "tool_calls", "images_read", "renders", "snapshots", "output_tokens",
+                "cache_read_tokens")
 
 
 def _n(value: int) -> str:

@@ -15,9 +15,9 @@ called `redacted-<12 hex of the name's sha256>` (stable across builds, distinct 
 
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -180,10 +180,11 @@ class EpisodeEntry:
     is_archive: bool
 
 
-# series.json read before in this process, by (path, size, mtime, inode, names scrubbed): scrubbing
-# every string of it is most of the time of listing a runs root, which the planner, the sensors and
-# `entrants` do
-_READ_SERIES: dict[tuple, dict] = {}
+# series.json read before in this process, by (path, size, mtime, inode, names scrubbed), as the
+# JSON text of what it gave (each caller gets its own copy: parsing it again costs half a deepcopy):
+# scrubbing every string of it is most of the time of listing a runs root, which the planner, the
+# sensors and `entrants` do
+_READ_SERIES: dict[tuple, str] = {}
 
 
 def read_series_json(path: Path, config: ScrubConfig = NO_NAMES) -> dict:
@@ -199,10 +200,10 @@ def read_series_json(path: Path, config: ScrubConfig = NO_NAMES) -> dict:
         stat = None
     key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, config) if stat else None
     if key in _READ_SERIES:
-        return copy.deepcopy(_READ_SERIES[key])
+        return json.loads(_READ_SERIES[key])
     info = _read_series_json(path, config)
     if key is not None:
-        _READ_SERIES[key] = copy.deepcopy(info)
+        _READ_SERIES[key] = json.dumps(info)
     return info
 
 

@@ -30,9 +30,12 @@ from vae_pipeline.domain.review.site import (
     leaderboard_tables,
     render_site,
 )
+from vae_pipeline.domain.objects import location
 from vae_pipeline.domain.verdicts.rubric import load_rubric
 from vae_pipeline.domain.scrub.texts import ScrubConfig
 from vae_pipeline.sample.generator import ODD_ACTOR_MODEL, generate
+from vae_pipeline.storage.checks import check_items
+from vae_pipeline.storage.resources import Warehouse
 from vae_pipeline_tests.conftest import META, isolate
 
 
@@ -252,7 +255,7 @@ def test_each_check_that_names_episodes_lists_them_on_the_index_linked_to_their_
 
     home = paths["home"]
     inputs = site_inputs(home, META / "rubric-v1.2.json")
-    inputs.checks = latest_checks(dg.DagsterInstance.get())
+    inputs.checks = latest_checks(dg.DagsterInstance.get(), Warehouse(path=str(home)))
     site = home / "review"
     render_site(inputs, home, site)
     index = (site / "index.html").read_text()
@@ -378,7 +381,7 @@ def test_vae_allow_accepts_the_finding_a_page_shows_and_the_next_build_no_longer
     assert not all(findings.values())  # the IP on that line and the session log's copy still block
     evaluation = dg.DagsterInstance.get().get_latest_asset_check_evaluation_record(
         dg.AssetCheckKey(dg.AssetKey("dataset_episodes"), "no_scrub_findings")).evaluation
-    named = [(i["id"], i["text"]) for i in evaluation.metadata["items"].value]
+    named = [(i["id"], i["text"]) for i in check_items(location(paths["home"]), evaluation.metadata)]
     assert (plan.episode_id, f"{where} email") not in named and (plan.episode_id, f"{where} ip_address") in named
     page = (two_then_three["site"] / "episodes" / plan.series / f"{plan.episode_id}.html").read_text()
     assert f"vae allow {plan.episode_id} {where} email" not in page and f"vae allow {plan.episode_id} {where} ip_address" in page

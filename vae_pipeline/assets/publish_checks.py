@@ -49,13 +49,13 @@ from vae_pipeline.domain.episodes.provenance import (
 from vae_pipeline.domain.check_items import said_of
 from vae_pipeline.domain.dataset.rows import publishable
 from vae_pipeline.domain.objects import exists, is_local, listed_identity, listing, put_bytes, read_bytes
+from vae_pipeline.storage.checks import items_folder, items_metadata
 from vae_pipeline.storage.io_manager import ROLLUPS
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, Warehouse
 
 PUBLISH_JOB = "publish"  # the job of the release alone (the Launchpad's)
 PUBLISH_CHECKS_JOB = "publish_checks"  # the publish checks against the current files (`vae publish` runs it first)
 TABLE = {"episode_table": dg.AssetIn("episode_table")}
-ITEMS = "items"  # what a check says by episode, one `said_of` each: the review site links them
 # The op tags of a step that reads the checks' results (the review site): in a run
 # with the checks, the in-process executor starts the highest priority first, so it comes after.
 AFTER_THE_CHECKS = {"dagster/priority": "-1"}
@@ -98,6 +98,16 @@ class Given:
         """The episode_table rows episodes.jsonl publishes."""
         return published_table(self.episode_table, self.published_rows)
 
+    @cached_property
+    def items_listed(self) -> dict[str, dict]:
+        """The files of the checks' items (`items_metadata`) as the step starts: one listing."""
+        return listing(items_folder(self.warehouse.home, dataset_episodes.key))
+
+    def items(self, name: str, said: list[dict]) -> dict:
+        """The ITEMS entries of the check `name`'s evaluation."""
+        return items_metadata(self.warehouse.home, dg.AssetCheckKey(dataset_episodes.key, name), said,
+                              self.items_listed)
+
     def listed(self, folder: str) -> dict[str, dict]:
         """One listing of a folder of the dataset (`listing`) for every check that reads it: the
         checks write nothing there."""
@@ -111,13 +121,14 @@ def _result(name: str, passed: bool, description: str, **metadata) -> dg.AssetCh
                                description=description, metadata=metadata)
 
 
-def _by_episode(name: str, passed: str, said: list[dict], failed: str, way_out: str, **metadata) -> dg.AssetCheckResult:
+def _by_episode(given: Given, name: str, passed: str, said: list[dict], failed: str, way_out: str,
+                **metadata) -> dg.AssetCheckResult:
     """The result of a check that says what is wrong by episode (`said_of`): its description is
-    `failed` (the count), then one problem a line, then the way out; its ITEMS give them one by
+    `failed` (the count), then one problem a line, then the way out; its items give them one by
     one for the review site to link."""
     problems = [f"{i['series']}/{i['id']}: {i['text']}" if i["id"] else i["text"] for i in said]
     return _result(name, not said, passed if not said else problem_list(failed, problems, way_out),
-                   **metadata, **{ITEMS: dg.MetadataValue.json(said)})
+                   **metadata, **given.items(name, said))
 
 
 def no_invalid_episodes(given: Given) -> dg.AssetCheckResult:
@@ -130,7 +141,7 @@ def no_invalid_episodes(given: Given) -> dg.AssetCheckResult:
     said = [said_of(r, f"{r['error_file']}" + (f":{r['error_line']}" if r["error_line"] is not None else "")
                     + f" {r['error_reason']}") for r in blocking.iter_rows(named=True)]
     return _by_episode(
-        "no_invalid_episodes", "every episode of the published series is valid", said,
+        given, "no_invalid_episodes", "every episode of the published series is valid", said,
         f"{len(said)} invalid episode(s) in completed series:",
         f"Fix the input, or list the episode or series with a reason in meta/{WITHHELD} to leave it out.",
         invalid=len(said),
@@ -144,7 +155,7 @@ def no_scrub_findings(given: Given) -> dg.AssetCheckResult:
         .unnest("findings").filter(~pl.col("allowed")) if published.height else published
     said = [said_of(r, f"{r['file']}:{r['line']} {r['kind']}") for r in unreviewed.iter_rows(named=True)]
     return _by_episode(
-        "no_scrub_findings", "no unreviewed finding", said, f"{len(said)} finding(s):",
+        given, "no_scrub_findings", "no unreviewed finding", said, f"{len(said)} finding(s):",
         "Fix the input, accept a reviewed finding with `vae allow EPISODE FILE:LINE KIND --reason …` (it lists "
         "the finding's file, kind and every one of its sha256s from the manifest's scrub.findings in "
         f"meta/scrub-allow.jsonl, all at once), or withhold the episode in meta/{WITHHELD}.",
@@ -250,7 +261,7 @@ def files_match_manifests(given: Given) -> dg.AssetCheckResult:
                            lambda row, found, local: archive_problems(root, row, found, local),
                            lambda row: row.get("staged_archive"), ("archive", "staged_archive"),
                            lambda row, found: manifest_checked_part(root, row, found))
-    return _by_episode("files_match_manifests", "every archive matches its manifest", said, f"{len(said)} archive problem(s) against the manifests:",
+    return _by_episode(given, "files_match_manifests", "every archive matches its manifest", said, f"{len(said)} archive problem(s) against the manifests:",
                        "Rebuild (vae build) to rewrite the files, or withhold the episode.")
 
 
@@ -260,7 +271,7 @@ def delivered_videos_present(given: Given) -> dg.AssetCheckResult:
                            lambda row: [row["video"]] if row["video"] else [],
                            lambda row, found, local: [] if video_in_place(root, row, found[0], local) else [row["video"]],
                            lambda row: row.get("staged_video"), ("video", "staged_video"))
-    return _by_episode("delivered_videos_present", "every delivered video is in videos/", said,
+    return _by_episode(given, "delivered_videos_present", "every delivered video is in videos/", said,
                        f"{len(said)} delivered video(s) missing or different in videos/:",
                        "Rebuild, or withhold the episode.")
 
@@ -277,14 +288,14 @@ def rows_and_archives_agree(given: Given) -> dg.AssetCheckResult:
                                     written_of if episode_table.height and not is_local(root) else None, before,
                                     given.listed("episodes"))
     _keep_found_right(given, name, before, agreed)
-    return _by_episode(name, "rows, archives and manifests agree", said,
+    return _by_episode(given, name, "rows, archives and manifests agree", said,
                        f"{len(said)} disagreement(s) between episodes.jsonl, the archives and the manifests:",
                        "Rebuild (vae build) so rows and archives are written together.")
 
 
 def jsonl_and_parquet_agree(given: Given) -> dg.AssetCheckResult:
     said = rows_files_disagree(given.dataset_folder.root)
-    return _by_episode("jsonl_and_parquet_agree", "episodes.jsonl and data/episodes.parquet hold the same rows", said,
+    return _by_episode(given, "jsonl_and_parquet_agree", "episodes.jsonl and data/episodes.parquet hold the same rows", said,
                        f"{len(said)} row(s) that episodes.jsonl and data/episodes.parquet disagree on:",
                        "Rebuild (vae build) so both are written again from one frame.")
 
@@ -292,9 +303,9 @@ def jsonl_and_parquet_agree(given: Given) -> dg.AssetCheckResult:
 WITHHOLD_SERIES = f"or list the series with a reason in meta/{WITHHELD} to leave it out"
 
 
-def _series_items(problems: list[str]) -> dg.JsonMetadataValue:
-    """ITEMS of a check that speaks of series (`series: text` each): the review site groups them."""
-    return dg.MetadataValue.json([said_of({"series": p.split(": ", 1)[0]}, p.split(": ", 1)[1]) for p in problems])
+def _series_items(given: Given, name: str, problems: list[str]) -> dict:
+    """The items of a check that speaks of series (`series: text` each): the review site groups them."""
+    return given.items(name, [said_of({"series": p.split(": ", 1)[0]}, p.split(": ", 1)[1]) for p in problems])
 
 
 def harness_committed(given: Given) -> dg.AssetCheckResult:
@@ -305,7 +316,7 @@ def harness_committed(given: Given) -> dg.AssetCheckResult:
         problem_list(f"{len(problems)} series ran harness code that was not committed:", problems,
                      "Run the series again from a committed harness (series.json harness.commit, harness.dirty "
                      f"false), {WITHHOLD_SERIES}."),
-        series_at_fault=len(problems), **{ITEMS: _series_items(problems)})
+        series_at_fault=len(problems), **_series_items(given, "harness_committed", problems))
 
 
 def benchmark_versioned(given: Given) -> dg.AssetCheckResult:
@@ -316,7 +327,7 @@ def benchmark_versioned(given: Given) -> dg.AssetCheckResult:
         problem_list(f"{len(problems)} series without a benchmark version:", problems,
                      "Record the benchmark version the series ran (series.json benchmark_version, "
                      f"MAJOR.MINOR.PATCH), {WITHHOLD_SERIES}."),
-        series_at_fault=len(problems), **{ITEMS: _series_items(problems)})
+        series_at_fault=len(problems), **_series_items(given, "benchmark_versioned", problems))
 
 
 def one_actor_per_series(given: Given) -> dg.AssetCheckResult:
@@ -324,7 +335,7 @@ def one_actor_per_series(given: Given) -> dg.AssetCheckResult:
     said, unrecorded = actor_disagreements(rows), unrecorded_actors(rows)
     noted = f" Not compared — {'; '.join(unrecorded)}." if unrecorded else ""
     return _by_episode(
-        "one_actor_per_series", "the episodes of every published series agree on what ran, as far as their logs record it" + noted, said,
+        given, "one_actor_per_series", "the episodes of every published series agree on what ran, as far as their logs record it" + noted, said,
         f"{len(said)} disagreement(s) on what ran (messages.jsonl system/init line against series.json's actor, "
         "transcript/api-request-shape.json):",
         f"Run the odd episodes again with the series' actor, or list them (or the series) with a reason in "

@@ -12,7 +12,7 @@ from vae_pipeline.assets.dataset import WITHHELD
 from vae_pipeline.assets.dataset_card import dataset_card
 from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.labels import labels
-from vae_pipeline.assets.publish_checks import AFTER_THE_CHECKS, ITEMS, PUBLISH_CHECKS
+from vae_pipeline.assets.publish_checks import AFTER_THE_CHECKS, PUBLISH_CHECKS
 from vae_pipeline.assets.renders import renders
 from vae_pipeline.assets.scrub_settings import scrub_config
 from vae_pipeline.domain.dataset.dataset_files import (
@@ -36,7 +36,7 @@ from vae_pipeline.domain.review.site import (
 from vae_pipeline.domain.dataset.rows import load_withheld
 from vae_pipeline.domain.verdicts.rubric import load_rubric
 from vae_pipeline.domain.table_versions import content_version
-from vae_pipeline.storage.checks import check_outcomes
+from vae_pipeline.storage.checks import check_items, check_outcomes
 from vae_pipeline.storage.io_manager import read_table
 from vae_pipeline.storage.resources import (
     DatasetFolder,
@@ -60,24 +60,20 @@ def review_site_source(project_meta: ProjectMeta) -> str:
     return content_version(templates_version(), files_version([project_meta.root / WITHHELD]))
 
 
-def latest_checks(instance: dg.DagsterInstance, specs: list[dg.AssetCheckSpec] | None = None) -> list[CheckResult]:
+def latest_checks(instance: dg.DagsterInstance, warehouse: Warehouse,
+                  specs: list[dg.AssetCheckSpec] | None = None) -> list[CheckResult]:
     """The latest result of every publish check (or of `specs`), as the instance recorded it
-    (`passed` None when not evaluated)."""
+    (`passed` None when not evaluated), with every item it said (`check_items`)."""
     specs = specs if specs is not None else [spec for check in PUBLISH_CHECKS for spec in check.check_specs]
     outcomes = check_outcomes(instance, [spec.key for spec in specs])
-    results = []
-    for spec in specs:
-        outcome = outcomes[spec.key]
-        items = outcome.metadata.get(ITEMS)
-        results.append(CheckResult(spec.name, spec.description or "", outcome.passed, outcome.description,
-                                   items.value if isinstance(items, dg.JsonMetadataValue) else []))
-    return results
+    return [CheckResult(spec.name, spec.description or "", outcomes[spec.key].passed, outcomes[spec.key].description,
+                        check_items(warehouse.home, outcomes[spec.key].metadata)) for spec in specs]
 
 
-def build_warnings(instance: dg.DagsterInstance) -> list[CheckResult]:
+def build_warnings(instance: dg.DagsterInstance, warehouse: Warehouse) -> list[CheckResult]:
     """The build's own checks (the renders' and labels', e.g. the labels' drift warning): what the
     build prints of them, shown apart from what blocks the release."""
-    return latest_checks(instance, [spec for asset in (renders, labels) for spec in asset.check_specs])
+    return latest_checks(instance, warehouse, [spec for asset in (renders, labels) for spec in asset.check_specs])
 
 
 def label_history(warehouse: Warehouse) -> dict[str, list[dict]]:
@@ -126,9 +122,9 @@ def review_site(context: dg.AssetExecutionContext, project_meta: ProjectMeta, wa
         raise dg.Failure(description=f"meta/{exc}") from None
     inputs = SiteInputs(
         rows=episode_table, published=set(dataset_rows["id"].to_list()) if dataset_rows.height else set(),
-        withheld=withheld, checks=latest_checks(context.instance), history=label_history(warehouse),
+        withheld=withheld, checks=latest_checks(context.instance, warehouse), history=label_history(warehouse),
         rubric=load_rubric(project_meta.root / rubric["file"][0]), leaderboard=read_leaderboard(dataset_folder),
-        scrub=scrub_config(scrub_settings), warnings=build_warnings(context.instance))
+        scrub=scrub_config(scrub_settings), warnings=build_warnings(context.instance, warehouse))
     fetch_linked_files(warehouse, inputs.rows)
     report = render_site(inputs, warehouse.root, site_root(warehouse))
     # on a bucket one object a series (its pages, search entries and state), not one a page

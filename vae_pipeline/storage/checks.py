@@ -1,5 +1,5 @@
 """The latest result of an asset check, as everything that reports one reads it (the build
-summary, the review site, the release's refusal).
+summary, the review site, the release's refusal), and what a check says by episode (its items).
 
 Dagster records a check as PLANNED when its run starts and replaces that with the evaluation when
 the check runs. A check whose run failed or was killed first stays PLANNED: that is "not
@@ -9,6 +9,8 @@ a result.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -23,8 +25,15 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
     PARTITION_NAME_TAG,
 )
+from upath import UPath
+
+from vae_pipeline.domain.objects import read_bytes, remove, write_if_changed
 
 PASSED, FAILED, NOT_EVALUATED, RUNNING = "passed", "failed", "not evaluated", "running"
+ITEMS = "items"  # what a check says by episode, one `said_of` each: the review site links them
+ITEMS_FILE, ITEMS_SHA256 = "items_file", "items_sha256"  # where all of them are, past ITEMS_IN_EVALUATION
+ITEMS_IN_EVALUATION = 50
+CHECK_ITEMS = "check-items"  # <home>/check-items/<asset>/<check>.json
 
 
 @dataclass(frozen=True)
@@ -92,3 +101,43 @@ def _partitions_of_run(instance: dg.DagsterInstance, run_id: str, partitions: li
     if first in partitions and last in partitions:
         return partitions[partitions.index(first):partitions.index(last) + 1] + [None]
     return [*partitions, None]
+
+
+def items_folder(home: UPath, asset: dg.AssetKey) -> UPath:
+    return home / CHECK_ITEMS / "/".join(asset.path)
+
+
+def items_metadata(home: UPath, key: dg.AssetCheckKey, said: list[dict], listed: Mapping[str, dict]) -> dict:
+    """The ITEMS entries of the evaluation of the check `key`: every item when there are at most
+    ITEMS_IN_EVALUATION; past that, the first of them, and all of them in
+    `check-items/<asset>/<check>.json` in the home, named with their sha256 (ITEMS_FILE,
+    ITEMS_SHA256). Dagster stores an evaluation several times and everything that reports a check
+    reads it back: 40,000 items in it cost seconds a build. `listed`: a listing of the asset's
+    items folder, to remove a file this evaluation no longer names."""
+    metadata = {ITEMS: dg.MetadataValue.json(said[:ITEMS_IN_EVALUATION])}
+    name = f"{key.name}.json"
+    path = items_folder(home, key.asset_key) / name
+    if len(said) > ITEMS_IN_EVALUATION:
+        data = json.dumps(said).encode()
+        write_if_changed(path, data)
+        metadata[ITEMS_FILE] = dg.MetadataValue.text(f"{CHECK_ITEMS}/{'/'.join(key.asset_key.path)}/{name}")
+        metadata[ITEMS_SHA256] = dg.MetadataValue.text(hashlib.sha256(data).hexdigest())
+    elif name in listed:
+        remove(path)
+    return metadata
+
+
+def check_items(home: UPath, metadata: Mapping[str, object]) -> list[dict]:
+    """Every item of an evaluation (`items_metadata`): those in its file when it still holds what
+    the evaluation named (a later evaluation may have rewritten it, or it is gone), else those
+    the evaluation itself holds."""
+    inline = metadata.get(ITEMS)
+    items = inline.value if isinstance(inline, dg.JsonMetadataValue) else []
+    named, digest = metadata.get(ITEMS_FILE), metadata.get(ITEMS_SHA256)
+    if not isinstance(named, dg.TextMetadataValue) or not isinstance(digest, dg.TextMetadataValue):
+        return items
+    try:
+        data = read_bytes(home / named.value)
+    except FileNotFoundError:
+        return items
+    return json.loads(data) if hashlib.sha256(data).hexdigest() == digest.value else items

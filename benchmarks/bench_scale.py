@@ -147,13 +147,12 @@ def drop_kernel_caches() -> None:
 
 
 def runs_root_listing(runs: Path) -> float:
-    """Seconds for the listing `vae build` takes of the runs root: each series folder's fingerprint."""
-    from vae_pipeline.domain.episodes.series import series_fingerprint
+    """Seconds for the listing `vae build` takes of the runs root: every series folder's
+    fingerprint, taken at once (by worker processes for many series)."""
+    from vae_pipeline.domain.episodes.fingerprints import series_fingerprints
 
     start = time.perf_counter()
-    for folder in sorted(runs.iterdir()):
-        if folder.is_dir():
-            series_fingerprint(folder)
+    series_fingerprints(sorted(folder for folder in runs.iterdir() if folder.is_dir()))
     return time.perf_counter() - start
 
 

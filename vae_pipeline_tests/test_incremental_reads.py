@@ -7,11 +7,13 @@ from collections import Counter
 from pathlib import Path
 
 import polars as pl
+import pytest
 from upath import UPath
 
 from vae_pipeline.assets.labels import label_problems
 from vae_pipeline.assets.renders import facts_problems
-from vae_pipeline.domain.episodes.series import series_fingerprint
+from vae_pipeline.domain.episodes import fingerprints
+from vae_pipeline.domain.episodes.fingerprints import series_fingerprint, series_fingerprints
 from vae_pipeline.domain.objects import listing, listings_held
 from vae_pipeline.storage import io_manager
 from vae_pipeline.storage.io_manager import parquet_bytes, stored_series_tables
@@ -130,6 +132,25 @@ def test_the_series_fingerprint_is_the_one_recorded_before(tmp_path):
     assert series_fingerprint(series) != before
 
 
+def test_many_series_are_fingerprinted_by_child_processes_as_one_process_would(tmp_path, monkeypatch):
+    """Past `parallel_from` folders, child processes take shares of them: the same value for
+    each folder, in order, as the definition gives (a folder gone meanwhile has no entries)."""
+    folders = []
+    for n in range(40):
+        series = tmp_path / f"2026-10-21-s{n:02d}"
+        for name in (f"ep-{n}/out.mp4", f"ep-{n}/transcript/x.jsonl", f"ep-{n}-b/judge.json", "series.json"):
+            (series / name).parent.mkdir(parents=True, exist_ok=True)
+            (series / name).write_bytes(name.encode() * n)
+        folders.append(series)
+    folders.append(tmp_path / os.fsdecode(b"gone-\xff"))  # a name that is no UTF-8
+    expected = [_fingerprint_by_pathlib(folder) if folder.exists() else hashlib.sha256(b"").hexdigest()[:24]
+                for folder in folders]
+    assert series_fingerprints(folders) == expected  # fewer than PARALLEL_FROM: this process
+    with monkeypatch.context() as patched:  # this process cannot: every value is a child's
+        patched.setattr(fingerprints, "series_fingerprint", lambda folder: pytest.fail("fingerprinted in the parent"))
+        assert series_fingerprints(folders, parallel_from=2) == expected
+
+
 def test_the_labels_checks_over_many_series_at_once_name_each_series_that_does_not_add_up():
     """The labels' checks over every series in one pass say, per series, what they said one series
     at a time: worked out by hand below (rubric in force 1.1)."""
@@ -185,6 +206,20 @@ def test_a_series_fingerprint_is_taken_once_while_the_runs_root_is_held_and_afre
     assert after != before and after == series_fingerprint(tmp_path / "s1")
     (tmp_path / "s1" / "ep" / "out.mp4").write_bytes(b"x")
     assert runs_root.fingerprint("s1") not in (before, after)  # not held: each call looks again
+
+
+def test_the_runs_roots_series_fingerprinted_at_once_are_the_ones_asked_one_by_one_and_kept_while_held(tmp_path):
+    for series in ("s1", "s2"):
+        (tmp_path / series / "ep").mkdir(parents=True)
+        (tmp_path / series / "ep" / "brief.json").write_text(series)
+    runs_root = RunsRoot(path=str(tmp_path))
+    each = {series: runs_root.fingerprint(series) for series in ("s1", "s2")}
+    with listings_held(str(tmp_path)):
+        assert runs_root.fingerprints(["s1", "s2"]) == each
+        (tmp_path / "s2" / "ep" / "judge.json").write_text("{}")
+        assert runs_root.fingerprint("s2") == each["s2"]  # the planning pass's value, for the run's steps
+    assert runs_root.fingerprints(["s2", "s1"]) == {"s1": each["s1"], "s2": series_fingerprint(tmp_path / "s2")}
+    assert runs_root.fingerprints(["s2"])["s2"] != each["s2"]
 
 
 def test_the_rows_check_asks_for_the_episode_rows_of_the_manifests_it_reads_alone(tmp_path):

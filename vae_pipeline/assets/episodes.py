@@ -87,12 +87,18 @@ def _fitting(row: dict) -> dict:
         return invalid
 
 
+def episodes_sources(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings,
+                     series_ids: list[str]) -> dict[str, str]:
+    """The version of what `episodes` reads of each series: the series' files, the brief schema,
+    the scrub's settings (the folders fingerprinted at once: in parallel for many)."""
+    schema, scrub = files_version([project_meta.root / "brief.schema.json"]), replacements_source(scrub_settings)
+    return {series_id: content_version(fingerprint, schema, scrub)
+            for series_id, fingerprint in runs_root.fingerprints(series_ids).items()}
+
+
 def episodes_source(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings,
                     series_id: str) -> str:
-    """The version of what `episodes` reads: the series' files, the brief schema, the scrub's settings."""
-    return content_version(runs_root.fingerprint(series_id),
-                           files_version([project_meta.root / "brief.schema.json"]),
-                           replacements_source(scrub_settings))
+    return episodes_sources(runs_root, project_meta, scrub_settings, [series_id])[series_id]
 
 
 @dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="episodes-3",

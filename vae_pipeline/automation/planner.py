@@ -6,6 +6,7 @@ what "stale" means (see `storage.versions`).
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from vae_pipeline.assets import ASSETS, PUBLISH_CHECKS
 from vae_pipeline.assets.bundles import bundles
 from vae_pipeline.assets.dataset import dataset_rows, withheld_source
-from vae_pipeline.assets.episodes import episodes, episodes_source
+from vae_pipeline.assets.episodes import episodes, episodes_sources
 from vae_pipeline.assets.leaderboard import (
     comparisons_source,
     entrants,
@@ -50,11 +51,14 @@ def asset_specs() -> list[dg.AssetSpec]:
     return [spec for assets_def in ASSETS for spec in assets_def.specs]
 
 
-def source_versions(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings) -> SourceVersions:
-    """The current version of the files (and settings) each file-reading asset reads."""
+def source_versions(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings,
+                    partitions: list[str]) -> SourceVersions:
+    """The current version of the files (and settings) each file-reading asset reads; the series'
+    folders are read all at once when the first is asked for."""
+    by_series = functools.cache(lambda: episodes_sources(runs_root, project_meta, scrub_settings, partitions))
     return {
         bundles.key: lambda _: scrub_source(project_meta, scrub_settings),
-        episodes.key: lambda series: episodes_source(runs_root, project_meta, scrub_settings, series),
+        episodes.key: lambda series: by_series()[series],
         brief_bank.key: lambda _: brief_bank_source(project_meta),
         rubric.key: lambda _: rubric_source(project_meta),
         dataset_meta.key: lambda _: dataset_meta_source(project_meta),
@@ -108,7 +112,7 @@ def check_keys() -> list[dg.AssetCheckKey]:
 def stale(instance: dg.DagsterInstance, runs_root: RunsRoot, project_meta: ProjectMeta,
           scrub_settings: ScrubSettings) -> list[StaleItem]:
     partitions = instance.get_dynamic_partitions(SERIES)
-    return stale_items(instance, asset_specs(), source_versions(runs_root, project_meta, scrub_settings),
+    return stale_items(instance, asset_specs(), source_versions(runs_root, project_meta, scrub_settings, partitions),
                        partitions, unevaluated_partitions(instance, check_keys(), partitions))
 
 

@@ -468,17 +468,15 @@ class _HeldListings:
                 self._fingerprints = {folder: value for folder, value in self._fingerprints.items()
                                       if not _under(folder, root)}
 
-    def fingerprint(self, folder: str, compute: Callable[[], str]) -> str:
+    def fingerprints(self, folders: list[str], compute: Callable[[list[str]], list[str]]) -> dict[str, str]:
         with self._lock:
-            held = any(_under(folder, root) for root in self._roots)
-            known = self._fingerprints.get(folder) if held else None
-        if known is not None:
-            return known
-        value = compute()
-        if held:
-            with self._lock:
-                self._fingerprints[folder] = value
-        return value
+            held = {folder for folder in folders if any(_under(folder, root) for root in self._roots)}
+            known = {folder: self._fingerprints[folder] for folder in held if folder in self._fingerprints}
+        missing = [folder for folder in folders if folder not in known]
+        values = dict(zip(missing, compute(missing), strict=True)) if missing else {}
+        with self._lock:
+            self._fingerprints.update((folder, value) for folder, value in values.items() if folder in held)
+        return {folder: known.get(folder) or values[folder] for folder in folders}
 
     def answer(self, folder: UPath) -> dict[str, dict] | None:
         if is_local(folder):
@@ -525,7 +523,7 @@ def listings_held(root: UPath | str) -> Iterator[None]:
     listed once (a folder inside one listed before, not at all). For a prefix the pipeline only
     reads (the runs root) during one build or run: every step sees the same files, which the
     versions it records were computed from, in one LIST instead of one per step and purpose.
-    On disk, each folder's `held_fingerprint` is taken once."""
+    On disk, each folder's `held_fingerprints` is taken once."""
     root = location(root)
     path = str(local_path(root)) if is_local(root) else root.path.rstrip("/")
     _HELD.hold(path)
@@ -535,11 +533,12 @@ def listings_held(root: UPath | str) -> Iterator[None]:
         _HELD.release(path)
 
 
-def held_fingerprint(folder: Path, compute: Callable[[], str]) -> str:
-    """`compute()`, a fingerprint of the folder on disk `folder`; under a folder `listings_held`
-    holds, taken once for the whole build or run (its planning rounds and steps see the runs root
-    as first read, as on a bucket: a change made meanwhile is found by the next build)."""
-    return _HELD.fingerprint(str(folder), compute)
+def held_fingerprints(folders: list[Path], compute: Callable[[list[str]], list[str]]) -> dict[str, str]:
+    """A fingerprint of each folder on disk, by its path: `compute(paths)` of those not known;
+    under a folder `listings_held` holds, each taken once for the whole build or run (its planning
+    rounds and steps see the runs root as first read, as on a bucket: a change made meanwhile is
+    found by the next build)."""
+    return _HELD.fingerprints([str(folder) for folder in folders], compute)
 
 
 def fresh_listing(folder: UPath) -> dict[str, dict]:

@@ -32,13 +32,14 @@ from vae_pipeline.domain.objects import (
     is_local,
     bucket_listing,
     listing,
-    held_fingerprint,
+    held_fingerprints,
     listings_held,
     location,
     read_bytes,
     write_if_changed,
 )
-from vae_pipeline.domain.episodes.series import COMPARISONS_DIR, EpisodeEntry, series_fingerprint
+from vae_pipeline.domain.episodes.fingerprints import series_fingerprints
+from vae_pipeline.domain.episodes.series import COMPARISONS_DIR, EpisodeEntry
 from vae_pipeline.domain.episodes.strict_json import DEFAULT_MAX_LINE_BYTES
 
 
@@ -134,6 +135,16 @@ class RunsRoot(dg.ConfigurableResource):
             leaving.set()
             fetcher.join()
 
+    def fingerprints(self, series_ids: list[str]) -> dict[str, str]:
+        """`fingerprint` of each series folder: on disk, all at once (in parallel for many, see
+        `series_fingerprints`)."""
+        mirror = self.mirror
+        if mirror.is_remote:
+            return {series_id: self.fingerprint(series_id) for series_id in series_ids}
+        folders = [mirror.local / series_id for series_id in series_ids]
+        found = held_fingerprints(folders, series_fingerprints)
+        return {series_id: found[str(folder)] for series_id, folder in zip(series_ids, folders, strict=True)}
+
     def fingerprint(self, rel: str, *, top_jsonl: bool = False) -> str:
         """A version of what the folder `rel` holds (only its top-level `*.jsonl` if `top_jsonl`),
         read from its listing alone: names, sizes and mtimes on disk, names, sizes and ETags on a
@@ -142,7 +153,7 @@ class RunsRoot(dg.ConfigurableResource):
         if not mirror.is_remote:
             folder = mirror.local / rel
             if not top_jsonl:
-                return held_fingerprint(folder, lambda: series_fingerprint(folder))
+                return held_fingerprints([folder], series_fingerprints)[str(folder)]
             listing = repr([(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.jsonl"))])
             return hashlib.sha256(listing.encode()).hexdigest()[:24]  # the names are input: never recorded
         entries = [entry for entry in fingerprint_entries(mirror.remote / rel)

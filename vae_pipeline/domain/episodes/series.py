@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -272,34 +271,3 @@ def episode_entries(series_path: Path) -> tuple[list[EpisodeEntry], list[Skipped
 def _starts_with_zstd_magic(path: Path) -> bool:
     with path.open("rb") as fh:
         return fh.read(4) == ZSTD_MAGIC
-
-
-def series_fingerprint(series_path: Path) -> str:
-    """A version of a series' input from its files' names, sizes and mtimes (no content read).
-
-    Cheap enough to run on every sensor tick; any added, removed, resized or rewritten file
-    changes it. Entries in the order of their path parts (as sorted `Path`s), read with
-    `os.scandir` (a runs root of 10,000 episodes holds ~400,000 files).
-    """
-    entries: list[tuple[tuple[str, ...], os.stat_result]] = []
-
-    def walk(folder: str, parts: tuple[str, ...]) -> None:
-        try:
-            with os.scandir(folder) as found:
-                children = list(found)
-        except OSError:
-            return
-        for entry in children:
-            try:
-                stat = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            entries.append(((*parts, entry.name), stat))
-            if entry.is_dir(follow_symlinks=False):
-                walk(entry.path, (*parts, entry.name))
-
-    walk(str(series_path), ())
-    digest = hashlib.sha256()
-    for parts, stat in sorted(entries, key=lambda item: item[0]):
-        digest.update(f"{'/'.join(parts)}\0{stat.st_size}\0{stat.st_mtime_ns}\0{stat.st_mode}\n".encode())
-    return digest.hexdigest()[:24]

@@ -104,8 +104,9 @@ SCRUBBED_NAME_REASON = ("holds what the scrub replaces or reports (a home path, 
 
 def scrub_changes(name: str, config: ScrubConfig) -> bool:
     """Whether the scrub would change `name` (a placeholder: a home path, a host or user name) or
-    report something in it."""
-    return scrub_line(name, config) != name or bool(name_findings(name, config))
+    report something in it (one pass of the scrub)."""
+    result = scrub_text(name.encode("utf-8", errors="replace"), name, config)
+    return result.data.decode("utf-8", errors="replace") != name or bool(result.findings)
 
 
 @functools.lru_cache(maxsize=1 << 16)

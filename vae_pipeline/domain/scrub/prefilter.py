@@ -42,18 +42,15 @@ class Prefilter:
         """Each keyword (lowercase) and trigger that occurs in `data`, with where it starts."""
         if not data or not self.keys:
             return {}
-        found: list[list[int]] = [[] for _ in self.keys]
+        found: dict[int, list[int]] = {}  # only the keys met: most texts meet none of hundreds
         lengths, literals = self._lengths, len(self.keywords)
 
         def on_match(index: int, start: int, end: int, flags: int, context: object) -> None:
-            found[index].append(end - lengths[index] if index < literals else start)
+            found.setdefault(index, []).append(end - lengths[index] if index < literals else start)
 
         self._database.scan(data, match_event_handler=on_match, scratch=self._scratch())
-        hits = {}
-        for i, starts in enumerate(found):
-            if starts:  # a trigger is reported at each end it can have: once per start, in order
-                hits[self.keys[i]] = starts if i < literals else sorted(set(starts))
-        return hits
+        # in key order; a trigger is reported at each end it can have: once per start, in order
+        return {self.keys[i]: found[i] if i < literals else sorted(set(found[i])) for i in sorted(found)}
 
     def _scratch(self) -> hyperscan.Scratch:
         scratch = getattr(self._local, "scratch", None)

@@ -305,6 +305,12 @@ def _name_free_kinds() -> tuple[tuple[Kind, ...], int]:
     return kinds, max(kind.max_len + kind.lead for kind in kinds) + 8
 
 
+@lru_cache(maxsize=1)
+def _home_kind() -> Kind:
+    """The kind whose matches name a home directory's owner."""
+    return next(kind for kind in _name_free_kinds()[0] if kind.learns_names)
+
+
 class _Images:
     """Where one buffer holds an image: a 512+ base64 run or a data:image URL that decodes to one."""
 
@@ -690,7 +696,7 @@ class _Reading:
 
 
 def _home_owners(buf: bytes, triggers: _TriggerHits, edges: tuple[bool, bool]) -> set[str]:
-    home = next(kind for kind in _name_free_kinds()[0] if kind.learns_names)
+    home = _home_kind()
     owners = set()
     for m in _matches(home, buf, triggers.of(home)):
         owner = _HOME_OWNER.fullmatch(m.group().rstrip(b".-"))
@@ -726,13 +732,13 @@ def scrub_text(
 def _scrub_utf8(data: bytes, file: str, config: ScrubConfig, line_map: Sequence[int] | None) -> ScrubResult:
     reading = _Reading.of(data)
     names = user_names((*config.usernames, *reading.home_owners()))
-    kinds = compiled_kinds(config.hostname, names)
-    known = _Names(frozenset(n.lower().encode() for n in names), next(k.regex for k in kinds if k.name == "email"))
+    kinds, known, told = _in_force(config.hostname, names)
     result = ScrubResult(data=data)
     found: dict[tuple[int, str], list[bytes]] = {}
     buf = _scrub_windows(reading, kinds, known, result, found, _Lines(data, line_map))
     triggers = reading.triggers if buf is data else _TriggerHits(buf)
-    for kind in kinds:
+    # with no keyword or trigger of the table in the text, only a told name's own search can hit
+    for kind in kinds if triggers.hits or told else ():
         hits = triggers.of(kind)
         if not hits:  # most kinds, in most texts: none of their keywords is there
             continue
@@ -757,6 +763,16 @@ def _scrub_utf8(data: bytes, file: str, config: ScrubConfig, line_map: Sequence[
     result.data = buf
     result.findings = _findings(found, file, config.allow)
     return result
+
+
+@lru_cache(maxsize=64)
+def _in_force(hostname: str | None, names: tuple[str, ...]) -> tuple[tuple[Kind, ...], _Names, bool]:
+    """The kinds for these names, the names as matched, and whether a kind searches for a told
+    name (by a prefilter of its own): looked up once, not at every text."""
+    kinds = compiled_kinds(hostname, names)
+    email = next(k.regex for k in kinds if k.name == "email")
+    return kinds, _Names(frozenset(n.lower().encode() for n in names), email), \
+        any(k.own_prefilter is not None for k in kinds)
 
 
 def _scrub_windows(reading: _Reading, kinds: tuple[Kind, ...], names: _Names, result: ScrubResult,

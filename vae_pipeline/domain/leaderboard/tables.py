@@ -5,13 +5,9 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-import matplotlib
+import polars as pl
 
-matplotlib.use("Agg")  # no display: files only
-import matplotlib.pyplot as plt  # noqa: E402
-import polars as pl  # noqa: E402
-
-from vae_pipeline.domain.leaderboard.ratings import (  # noqa: E402
+from vae_pipeline.domain.leaderboard.ratings import (
     BUCKETS,
     OVERALL,
     PAIRWISE_AXES,
@@ -19,7 +15,7 @@ from vae_pipeline.domain.leaderboard.ratings import (  # noqa: E402
     ranked_version,
     unranked_series,
 )
-from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES  # noqa: E402
+from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
 
 AXES_OF = {"scores": (*SCORE_AXES, OVERALL), "pairwise": (*PAIRWISE_AXES, OVERALL)}
 
@@ -121,12 +117,17 @@ def leaderboard_section(table: pl.DataFrame, agreement: pl.DataFrame, entrants: 
 
 
 def leaderboard_chart(table: pl.DataFrame) -> bytes:
-    """PNG: one panel per source and axis, each model's rating as a dot with its interval as a bar."""
+    """PNG: one panel per source and axis, each model's rating as a dot with its interval as a bar.
+
+    Drawn on a bare `Figure` (Agg, no pyplot: no display, no global figures), imported here:
+    matplotlib is a fifth of every `vae` command's imports and only this draws."""
+    from matplotlib.figure import Figure
+
     panels = [(source, axis) for source in SOURCES for axis in axes_in(table, source)]
     columns = max((len(axes_in(table, s)) for s in SOURCES), default=1) or 1
     sources = [s for s in SOURCES if axes_in(table, s)] or ["scores"]
-    figure, grid = plt.subplots(len(sources), columns, figsize=(2.6 * columns, 0.45 * _models(table) + 2.2 * len(sources)),
-                                squeeze=False, sharex=False)
+    figure = Figure(figsize=(2.6 * columns, 0.45 * _models(table) + 2.2 * len(sources)))
+    grid = figure.subplots(len(sources), columns, squeeze=False, sharex=False)
     for ax in grid.flat:
         ax.set_visible(False)
     for source_index, source in enumerate(sources):
@@ -152,7 +153,6 @@ def leaderboard_chart(table: pl.DataFrame) -> bytes:
     figure.tight_layout()
     out = io.BytesIO()
     figure.savefig(out, format="png", dpi=110, metadata={"Software": None})
-    plt.close(figure)
     return out.getvalue()
 
 

@@ -29,7 +29,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path, PurePosixPath
 
 from vae_pipeline.domain.scrub.measures import VALUE_CHECKS, shannon_entropy
@@ -165,8 +165,9 @@ class Kind:
 
     name: str
     action: str  # "placeholder" | "redact" | "finding"
-    regex: re.Pattern[bytes]
-    triggers: tuple[re.Pattern[bytes], ...]
+    pattern: bytes  # compiled when first used (`regex`): most kinds meet no text of a process
+    flags: int
+    trigger_patterns: tuple[tuple[bytes, int], ...]  # each (pattern, flags), compiled as `triggers`
     max_len: int  # longest match
     lead: int  # farthest a trigger hit lies from the start of its match
     replacement: bytes = b""
@@ -178,6 +179,14 @@ class Kind:
     entropy: float = 0.0  # the least Shannon entropy (bits per character) a value must have
     shape: str = "pattern"
     learns_names: bool = False  # its matches name home directories, whose owners are user names
+
+    @cached_property
+    def regex(self) -> re.Pattern[bytes]:
+        return re.compile(self.pattern, self.flags)
+
+    @cached_property
+    def triggers(self) -> tuple[re.Pattern[bytes], ...]:
+        return tuple(re.compile(pattern, flags) for pattern, flags in self.trigger_patterns)
 
     @property
     def config_word(self) -> bool:
@@ -237,10 +246,10 @@ def _compile(spec: dict, value: str | None, names: tuple[str, ...]) -> Kind:
     if spec.get("config"):  # a told name: its own keyword, found apart from the table's
         pattern = pattern.replace("{value}", re.escape(value or ""))
         keywords, lead = ((value or "").lower().encode(),), 0
-        triggers: tuple[re.Pattern[bytes], ...] = (re.compile(re.escape((value or "").encode()), re.IGNORECASE),)
+        triggers: tuple[tuple[bytes, int], ...] = ((re.escape((value or "").encode()), re.IGNORECASE),)
     else:  # (keywords as regexes too, for those who search a kind's text alone)
-        triggers = tuple(re.compile(b"(?i:" + re.escape(k) + b")") for k in keywords)
-        triggers += tuple(re.compile(t.encode()) for t in spec.get("triggers", ()))
+        triggers = tuple((b"(?i:" + re.escape(k) + b")", 0) for k in keywords)
+        triggers += tuple((t.encode(), 0) for t in spec.get("triggers", ()))
         lead = int(spec["lead"])
     if "{names}" in pattern:
         forms = sorted({f for n in names for f in (n, _project_folder_form(n))}, key=lambda f: (-len(f), f))
@@ -250,8 +259,9 @@ def _compile(spec: dict, value: str | None, names: tuple[str, ...]) -> Kind:
     return Kind(
         name=spec["name"],
         action=action,
-        regex=re.compile(pattern.encode(), flags),
-        triggers=triggers,
+        pattern=pattern.encode(),
+        flags=flags,
+        trigger_patterns=triggers,
         max_len=len((value or "").encode()) if spec.get("config") else int(spec["max_len"]),
         lead=lead,
         replacement=replacement.encode(),

@@ -190,7 +190,6 @@ def jsonl_bytes(frame: pl.DataFrame) -> bytes:
     return frame.write_ndjson().encode()
 
 
-
 def read_withheld(project_meta: ProjectMeta) -> tuple[set[str], set[str]]:
     try:
         withheld_episodes, withheld_series, _ = load_withheld(project_meta.root / WITHHELD)

@@ -5,6 +5,8 @@ above it, or a stage of `domain/` that imports a later stage of the lineage, fai
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -164,3 +166,17 @@ def test_no_import_cycle_between_modules() -> None:
         if state.get(module) is None and visit(module, []):
             break
     assert cycle == []
+
+
+# Libraries only a step or a command needs: PyAV (decoding, sampling), the Hub client (a
+# release), Jinja (rendering the review site), uvicorn and Starlette (serving it), matplotlib (the
+# leaderboard chart). Every process that loads the definitions (each `vae` command, the code
+# server, each run's worker) would otherwise import them at start, half a second in all.
+LOADED_WHEN_USED = ("av", "huggingface_hub", "jinja2", "uvicorn", "starlette", "matplotlib")
+
+
+def test_loading_the_definitions_imports_no_library_only_a_step_needs(tmp_path):
+    probe = ("import sys, vae_pipeline.cli, vae_pipeline.definitions; "
+             f"print(sorted(m for m in {LOADED_WHEN_USED!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

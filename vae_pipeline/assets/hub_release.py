@@ -22,13 +22,6 @@ from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.meta import dataset_meta, published_meta_files, rubric_file
 from vae_pipeline.assets.publish_checks import PUBLISH_CHECKS, PUBLISH_CHECKS_JOB, PUBLISH_JOB
 from vae_pipeline.domain.dataset.dataset_files import DatasetFolderError, produced_files
-from vae_pipeline.domain.dataset.publish import (
-    PublishError,
-    execute_plan,
-    format_plan,
-    hub_api,
-    plan_publish,
-)
 from vae_pipeline.assets.scrub_settings import scrub_config
 from vae_pipeline.domain.episodes.series import discover_series
 from vae_pipeline.domain.objects import exists
@@ -136,6 +129,10 @@ def release(context: dg.OpExecutionContext, config: PublishConfig, hub_repo: Hub
     if not hub_repo.repo_id:
         raise dg.Failure(description="no dataset repository: start `vae ui` with --repo ORG/NAME (VAE_HUB_REPO), "
                                      "or use vae publish --repo")
+    # the Hub client takes a fifth of a second to import: loaded by a release, not by every process
+    # that loads the definitions
+    from vae_pipeline.domain.dataset.publish import PublishError, execute_plan, format_plan, hub_api, plan_publish
+
     api = hub_api(hub_repo.endpoint or None)
     meta_files = published_meta_files(project_meta.root, rubric_file(project_meta))
     try:

@@ -15,7 +15,6 @@ from vae_pipeline.assets.metadata import markdown_table, with_run_table
 from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.files import link_or_copy, sha256_file, write_atomic
 from vae_pipeline.domain.objects import fresh_listing, uploads_in_background
-from vae_pipeline.domain.video.renders import VIDEO, RenderJob, iter_renders
 from vae_pipeline.domain.dataset.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.verdicts.rubric import load_rubric
 from vae_pipeline.domain.video.sampler import sample_times
@@ -126,6 +125,10 @@ def render_series(context: dg.AssetExecutionContext, runs_root: RunsRoot, wareho
                   series: str, episodes: pl.DataFrame, stored: dict[str, dict],
                   listed: dict[str, dict]) -> tuple[pl.DataFrame, dict]:
     """One series' facts, and what its materialization shows."""
+    # PyAV and the decoding code: loaded by the step that decodes, not by every process that loads
+    # the definitions
+    from vae_pipeline.domain.video.renders import VIDEO, RenderJob, iter_renders
+
     delivered = episodes.filter(pl.col("valid") & pl.col("delivered")).to_dicts()
     runs_root.series_dir(series)  # its files here (fetched when the runs root is a bucket)
     videos_root = warehouse.root / "videos" / series

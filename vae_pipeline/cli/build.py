@@ -21,7 +21,6 @@ from vae_pipeline.cli.review import review_index
 from vae_pipeline.definitions import defs, resources_from_environ
 from vae_pipeline.engines.executor import engine_of
 from vae_pipeline.engines.settings import apply_defaults, check_bucket
-from vae_pipeline.sample.generator import SampleRun, generate
 from vae_pipeline.storage.checks import check_outcomes
 from vae_pipeline.storage.partitions import SERIES
 from vae_pipeline.storage.versions import CHECKS_NOT_EVALUATED
@@ -30,6 +29,8 @@ from vae_pipeline.storage.versions import CHECKS_NOT_EVALUATED
 def cmd_sample(args: argparse.Namespace) -> int:
     """Sample runs into a folder, or onto a bucket prefix (made in this machine's scratch folder,
     then uploaded: what a harness's runs root on a bucket holds)."""
+    from vae_pipeline.sample.generator import SampleRun, generate  # PyAV's encoder: only when sampling
+
     started = time.monotonic()
     env = apply_defaults(instance=False)  # writes runs, opens no instance: no .vae/ left behind
     out = str(args.out)

@@ -8,7 +8,6 @@ from pathlib import Path
 from vae_pipeline.cli.common import CliError, recovered_instance, say
 from vae_pipeline.domain.review.site import BYTECODE, SITE_DIR
 from vae_pipeline.engines.settings import apply_defaults
-from vae_pipeline.review.server import review_server
 from vae_pipeline.storage.resources import Warehouse
 
 
@@ -32,6 +31,8 @@ def cmd_review(args: argparse.Namespace) -> int:
     if not args.serve:
         say(index.as_uri())
         return 0
+    from vae_pipeline.review.server import review_server  # uvicorn and Starlette: only when serving
+
     server = review_server(index.parent.parent, args.port)
     say(f"http://127.0.0.1:{server.server_port}/{SITE_DIR}/index.html (Ctrl-C stops)")
     try:

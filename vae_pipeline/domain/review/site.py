@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jinja2
 import markupsafe
 import polars as pl
 
@@ -52,6 +52,9 @@ from vae_pipeline.domain.review.transcript import (
 from vae_pipeline.domain.verdicts.rubric import Rubric
 from vae_pipeline.domain.scrub.texts import ScrubConfig, compiled_kinds
 from vae_pipeline.domain.table_versions import series_versions
+
+if TYPE_CHECKING:
+    import jinja2
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "review" / "templates"
 SITE_DIR = "review"  # under the pipeline's home
@@ -214,7 +217,10 @@ def line_at(line: int, anchor: bool, noted: list[int]) -> markupsafe.Markup:
 
 @functools.cache
 def _environment(cache: Path) -> jinja2.Environment:
-    """Templates compiled once per process, and their bytecode kept in `cache` between processes."""
+    """Templates compiled once per process, and their bytecode kept in `cache` between processes.
+    Jinja is imported here, by a render: planning asks only for `templates_version`."""
+    import jinja2
+
     cache.mkdir(parents=True, exist_ok=True)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,

@@ -36,8 +36,9 @@ visit of each, with a new tab each time).
 
 `--floor P` measures what Dagster itself costs per partition on SQLite: one ranged run of an
 empty series-partitioned asset over P partitions (each with one metadata entry, as the assets
-record), against the same run over one partition; and per run and per step: a run of one empty
-asset, and of 20 in a chain. `--floor-on postgres` measures the same on a new database of the
+record), against the same run over one partition; the same with Dagster's one planned event for
+the whole range instead of one per partition, and how many partitions of a failing run Dagster
+then marks failed; and per run and per step: a run of one empty asset, and of 20 in a chain. `--floor-on postgres` measures the same on a new database of the
 PostgreSQL server on 127.0.0.1 (the instance a deployment moves to), dropped afterwards;
 `--episodes ""` measures the floors alone.
 """
@@ -77,6 +78,7 @@ GOALS = {"unchanged": (3, 5), AGAIN: (3, 5), NEW_PROCESS: (3, 5), "new series": 
 UI_GOAL_S = 3.0
 READ_BACK = "unchanged, every event read back"  # the same build with the instance's recorded versions forgotten
 NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}  # the instances the floors are measured on
+SUBSET_PLANNED = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
 
 
 def site_files(site: Path) -> dict[str, tuple[int, str]]:
@@ -354,13 +356,20 @@ def dagster_floor(partitions: int, root: Path, on: str = "sqlite") -> None:
 
     from vae_pipeline.storage.partitions import partitions_read_once
 
-    series = dg.DynamicPartitionsDefinition(name="series")
-    variants = {"": (False, False), ", one add_asset_metadata per partition": (True, False),
-                ", the same inside partitions_read_once": (True, True)}
+    from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 
-    def job_of(name: str, metadata: bool, read_once: bool):
+    series = dg.DynamicPartitionsDefinition(name="series")
+    # label: (one add_asset_metadata per partition, inside partitions_read_once, one planned event
+    # for the whole range: Dagster's setting, not used by the project, see docs/decisions.md)
+    variants = {"": (False, False, False), ", one add_asset_metadata per partition": (True, False, False),
+                ", the same inside partitions_read_once": (True, True, False),
+                f", one planned event for the range ({SUBSET_PLANNED})": (False, False, True)}
+
+    def job_of(name: str, metadata: bool, read_once: bool, fail: bool = False):
         @dg.asset(name=name, partitions_def=series, backfill_policy=dg.BackfillPolicy.single_run())
         def empty(context):
+            if fail:
+                raise RuntimeError("a failing run")
             with partitions_read_once(context.instance) if read_once else nullcontext():
                 for key in context.partition_keys if metadata else ():
                     context.add_asset_metadata({"rows": 1}, partition_key=key)
@@ -368,20 +377,47 @@ def dagster_floor(partitions: int, root: Path, on: str = "sqlite") -> None:
 
         return dg.Definitions(assets=[empty], resources={"io_manager": nothing}).resolve_implicit_global_asset_job_def()
 
+    def ranged(count: int) -> dict[str, str]:
+        return {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[count - 1]}
+
     with floor_instance(root / f"floor-{on}", on) as instance:
         keys = [f"s{i:05d}" for i in range(partitions)]
         instance.add_dynamic_partitions("series", keys)
-        for index, (label, (metadata, read_once)) in enumerate(variants.items()):
+        for index, (label, (metadata, read_once, one_planned)) in enumerate(variants.items()):
             job, times = job_of(f"empty_{index}", metadata, read_once), {}
-            for count in (1, partitions, 1, partitions):
-                tags = {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[count - 1]}
-                start = time.perf_counter()
-                job.execute_in_process(instance=instance, tags=tags, run_config=QUIET)
-                times.setdefault(count, []).append(time.perf_counter() - start)
+            with planned_events_for_the_range(one_planned):
+                for count in (1, partitions, 1, partitions):
+                    start = time.perf_counter()
+                    job.execute_in_process(instance=instance, tags=ranged(count), run_config=QUIET)
+                    times.setdefault(count, []).append(time.perf_counter() - start)
             one, many = min(times[1]), min(times[partitions])
             print(f"Dagster floor on {NAMES[on]}, an empty partitioned asset in one ranged run{label}: 1 partition {one:.2f} s, "
                   f"{partitions} partitions {many:.2f} s = {(many - one) / (partitions - 1) * 1000:.1f} ms per "
                   f"partition; {load()}", flush=True)
+        failed = {}
+        for index, one_planned in enumerate((False, True)):  # what the UI then shows of a failed run
+            name = f"failing_{index}"
+            with planned_events_for_the_range(one_planned):
+                job_of(name, False, False, fail=True).execute_in_process(instance=instance, tags=ranged(5),
+                                                                         run_config=QUIET, raise_on_error=False)
+            status = get_and_update_asset_status_cache_value(instance, dg.AssetKey(name), series)
+            failed[one_planned] = len(status.deserialize_failed_partition_subsets(series).get_partition_keys())
+        print(f"a ranged run over 5 partitions that fails: Dagster marks {failed[False]} of 5 failed with a planned "
+              f"event per partition, {failed[True]} of 5 with one for the range", flush=True)
+
+
+@contextmanager
+def planned_events_for_the_range(on: bool) -> Iterator[None]:
+    """Dagster's setting for one planned event per asset for a run's whole range, read when a run is made."""
+    saved = os.environ.pop(SUBSET_PLANNED, None)
+    if on:
+        os.environ[SUBSET_PLANNED] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(SUBSET_PLANNED, None)
+        if saved is not None:
+            os.environ[SUBSET_PLANNED] = saved
 
 
 def dagster_step_floor(steps: int, root: Path, on: str = "sqlite") -> None:

@@ -29,17 +29,76 @@ def _store(home: Path, stage: str, series: str, frame: pl.DataFrame) -> None:
 
 
 def _reads(monkeypatch) -> list[str]:
-    """The stage files read (the reader's own copy not counted)."""
+    """The stage files read (the reader's own copy is read alone, not through `read_tables`)."""
     seen: list[str] = []
-    original = io_manager.read_table
+    original = io_manager.read_tables
 
-    def counting(path, found=None):
-        if "/tables/" in str(path):
-            seen.append(Path(str(path)).stem)
-        return original(path, found)
+    def counting(paths, found=None):
+        seen.extend(Path(str(path)).stem for path in paths.values())
+        return original(paths, found)
 
-    monkeypatch.setattr(io_manager, "read_table", counting)
+    monkeypatch.setattr(io_manager, "read_tables", counting)
     return seen
+
+
+def _alone(path: Path) -> pl.DataFrame:
+    return pl.read_parquet(path)
+
+
+def _same(got: pl.DataFrame, expected: pl.DataFrame) -> bool:
+    """The same rows in the same order, and the same columns in the same order with the same types."""
+    return got.schema == expected.schema and got.equals(expected)
+
+
+def test_tables_read_together_are_each_file_as_read_alone(tmp_path):
+    """Files of different schemas (columns in another order, a column of nulls typed Null, one
+    more column, no rows) and a missing one: each key gets what a read of its file alone gives,
+    in the order asked, and the missing key is said."""
+    home = tmp_path / "home"
+    base = pl.DataFrame({"id": ["a", "b", "c"], "n": [1, 2, 3], "s": ["x", None, "z"]})
+    frames = {"s0": base, "s1": base.with_columns(id=pl.lit("d")), "s2": base.select("n", "id", "s"),
+              "s3": base.with_columns(s=pl.lit(None)), "s4": base.with_columns(extra=pl.lit(1.5)),
+              "s5": base.clear(), "s6": base.tail(1)}
+    for series, frame in frames.items():
+        _store(home, "stage", series, frame)
+    every = ["s6", "s3", "gone", "s0", "s5", "s2", "s1", "s4"]
+    # all at once, and each kind of file after and before one of the base schema
+    for asked in [every, *([first, then] for other in frames if other != "s0"
+                           for first, then in (("s0", other), (other, "s0")))]:
+        paths = {s: UPath(home / "tables" / "stage" / f"{s}.parquet") for s in asked}
+        tables, missing = io_manager.read_tables(paths)
+        assert missing == [s for s in asked if s == "gone"] and list(tables) == [s for s in asked if s != "gone"]
+        for series, table in tables.items():
+            assert _same(table, _alone(home / "tables" / "stage" / f"{series}.parquet")), (asked, series)
+            assert _same(table, frames[series]), (asked, series)
+
+
+@pytest.mark.parametrize("replace, remove", [(True, False), (False, True), (True, True)])
+def test_a_table_replaced_or_removed_while_they_are_read_is_read_as_it_is_then(tmp_path, monkeypatch, replace, remove):
+    """Another writer replaces one file with a table of other columns, or removes another, after
+    their schemas were read: the replaced key gets the new table, the removed one is said missing."""
+    home = tmp_path / "home"
+    base = pl.DataFrame({"id": ["a", "b"], "n": [1, 2]})
+    for series in ("s0", "s1", "s2"):
+        _store(home, "stage", series, base)
+    replaced = pl.DataFrame({"n": [7.5], "id": ["z"], "note": ["new"]})
+    schema_of = pl.read_parquet_schema
+
+    def racing(path):
+        schema = schema_of(path)
+        if Path(path).stem == "s2":  # the last schema read: then the other writer acts
+            if replace:
+                _store(home, "stage", "s0", replaced)
+            if remove:
+                (home / "tables" / "stage" / "s1.parquet").unlink()
+        return schema
+
+    monkeypatch.setattr(io_manager.pl, "read_parquet_schema", racing)
+    tables, missing = io_manager.read_tables({s: UPath(home / "tables" / "stage" / f"{s}.parquet")
+                                              for s in ("s0", "s1", "s2")})
+    assert missing == (["s1"] if remove else [])
+    assert list(tables) == (["s0", "s2"] if remove else ["s0", "s1", "s2"])
+    assert _same(tables["s0"], replaced if replace else base) and _same(tables["s2"], base)
 
 
 def test_only_the_changed_series_are_read_again_and_the_rows_are_those_of_every_file(tmp_path, monkeypatch):

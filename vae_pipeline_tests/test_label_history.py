@@ -10,7 +10,14 @@ import pytest
 from upath import UPath
 
 from vae_pipeline.assets.dataset import store_in_duckdb
-from vae_pipeline.assets.labels import LABELS_SCHEMA, label_history_view, record_labels
+from vae_pipeline.assets.labels import (
+    LABELS_SCHEMA,
+    label_history_view,
+    latest_state,
+    latest_states,
+    listed_generations,
+    record_labels,
+)
 from vae_pipeline.storage.resources import Warehouse
 
 SERIES = "2026-10-21-s1"
@@ -98,3 +105,25 @@ def test_a_moved_or_copied_home_reads_its_own_label_history(tmp_path: Path):
         with Warehouse(path=str(home)).connect() as con:
             rows = con.execute("SELECT id, old_label, new_label FROM label_history ORDER BY changed_at").fetchall()
         assert rows == expected, home
+
+
+def test_the_last_generations_of_many_series_read_together_are_each_series_own(home: str, tmp_path: Path):
+    """What a run over many series reads of their last generations at once is, for each series,
+    the labels its own last `record_labels` recorded (and nothing for a series never labelled)."""
+    warehouse = Warehouse(path=home, scratch_path=str(tmp_path / "scratch"))
+    expected = {}
+    for n, relabels in enumerate((1, 3, 2)):
+        series = f"2026-10-2{n}-s{n}"
+        for generation in range(relabels):
+            mapping = {f"{series}-e{k}": ("PASS", "FAIL")[(k + generation) % 2] for k in range(n + 2)}
+            now = f"2026-12-0{generation + 1}T00:00:00Z"
+            record_labels(warehouse, series, lambda previous, m=mapping, t=now: _labels(m, previous, t), now)
+        expected[series] = (relabels, {episode: label for episode, label in mapping.items()})
+    never = "2026-10-29-s9"
+    listed = listed_generations(warehouse)
+    found = latest_states(warehouse, {series: listed.get(series, {}) for series in [*expected, never]})
+    assert found[never] == (0, {})
+    for series, (generation, labels) in expected.items():
+        assert found[series][0] == generation
+        assert {episode: state["label"] for episode, state in found[series][1].items()} == labels
+        assert found[series] == latest_state(warehouse, series)

@@ -21,7 +21,7 @@ from vae_pipeline.domain.errors import unforeseen
 from vae_pipeline.domain.objects import fresh_listing, put_new
 from vae_pipeline.domain.verdicts.host import carry_history, host_verdict
 from vae_pipeline.domain.verdicts.rubric import AXES, RubricError, load_rubric
-from vae_pipeline.storage.io_manager import other_series_tables, parquet_bytes, read_table, with_run_tables
+from vae_pipeline.storage.io_manager import other_series_tables, parquet_bytes, read_tables, with_run_tables
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import LABEL_STATE, ProjectMeta, Warehouse
 from vae_pipeline.storage.versions import series_output
@@ -104,25 +104,35 @@ def listed_generations(warehouse: Warehouse) -> dict[str, dict[str, dict]]:
     return found
 
 
-def latest_state(warehouse: Warehouse, series: str,
-                 listed: dict[str, dict] | None = None) -> tuple[int, dict[str, dict]]:
+State = tuple[int, dict[str, dict]]  # a series' last label generation: its number, each episode's label
+
+
+def latest_state(warehouse: Warehouse, series: str, listed: dict[str, dict] | None = None) -> State:
     """The series' last label generation: its number (0: none yet) and each episode's
     {label, rehosted_at, previous_final_label}. `listed`: its generations as a listing found them
     (listed afresh otherwise)."""
-    folder = state_dir(warehouse, series)
     if listed is None:
-        listed = {name: info for name, info in fresh_listing(folder).items()
+        listed = {name: info for name, info in fresh_listing(state_dir(warehouse, series)).items()
                   if "/" not in name and name.endswith(".parquet")}
-    generations = sorted(listed)
-    if not generations:
-        return 0, {}
-    rows = read_table(folder / generations[-1], listed[generations[-1]]).iter_rows(named=True)
-    return int(generations[-1].removesuffix(".parquet")), {r["id"]: {k: r[k] for k in ("label", "rehosted_at", "previous_final_label")}
-                                 for r in rows}
+    return latest_states(warehouse, {series: listed})[series]
+
+
+def latest_states(warehouse: Warehouse, listed: dict[str, dict[str, dict]]) -> dict[str, State]:
+    """`latest_state` of many series (their generations as a listing found them), the last
+    generation of each read together (`read_tables`: a run over every series reads them in one go)."""
+    last = {series: max(files) for series, files in listed.items() if files}
+    tables, missing = read_tables({series: state_dir(warehouse, series) / name for series, name in last.items()},
+                                  {series: listed[series][name] for series, name in last.items()})
+    if missing:  # a generation is never removed: only a home changed under the run loses one
+        raise FileNotFoundError(f"label generation {last[missing[0]]} of series {missing[0]} is gone")
+    return {series: (int(last[series].removesuffix(".parquet")),
+                     {r["id"]: {k: r[k] for k in ("label", "rehosted_at", "previous_final_label")}
+                      for r in tables[series].iter_rows(named=True)}) if series in last else (0, {})
+            for series in listed}
 
 
 def record_labels(warehouse: Warehouse, series: str, compute: Callable[[dict[str, dict]], pl.DataFrame],
-                  now: str, listed: dict[str, dict] | None = None) -> tuple[pl.DataFrame, list[tuple[str | None, str | None]]]:
+                  now: str, found: State | None = None) -> tuple[pl.DataFrame, list[tuple[str | None, str | None]]]:
     """Compute the series' labels from its last generation and append the next one; return the
     labels and the changes this call recorded.
 
@@ -130,11 +140,11 @@ def record_labels(warehouse: Warehouse, series: str, compute: Callable[[dict[str
     episode's latest label, with the rows whose label changed flagged (`label_history` is those
     rows, read by DuckDB). A file is created only if no other writer created generation n first
     (`put_new`: a hard link on disk, `If-None-Match: *` on a bucket); the loser reads the winner's generation and computes again, so two processes
-    labelling the same series at once never record a change twice nor lose one. `listed`: the
-    series' generations from a listing made for the run (the first try only)."""
+    labelling the same series at once never record a change twice nor lose one. `found`: the
+    series' last generation as read for the run (the first try only)."""
     while True:
-        generation, previous = latest_state(warehouse, series, listed)
-        listed = None  # a try after a lost race lists afresh
+        generation, previous = found if found is not None else latest_state(warehouse, series)
+        found = None  # a try after a lost race lists afresh
         frame = compute(previous)
         rows = []
         for r in labelled(frame).iter_rows(named=True):
@@ -178,12 +188,16 @@ def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehou
     loaded = rubric_checked_in_force(project_meta, rubric)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     frames, metadata, counted = {}, {}, {}
-    generations = listed_generations(warehouse) if len(context.partition_keys) > 1 else None
+    if len(context.partition_keys) > 1:  # one listing of every series' generations, the last ones read together
+        listed = listed_generations(warehouse)
+        found = latest_states(warehouse, {series: listed.get(series, {}) for series in context.partition_keys})
+    else:
+        found = {}
     for series in context.partition_keys:
         frame, changes = record_labels(
             warehouse, series,
             lambda previous, s=series: compute_labels(episodes[s], renders[s], verdicts[s], loaded, previous, now), now,
-            None if generations is None else generations.get(series, {}))
+            found.get(series))
         frames[series] = frame
         counts = Counter(_label_name(label) for label in labelled(frame)["label"].to_list())
         relabelled = labelled(frame).filter(pl.col("rehosted_at") == now)

@@ -43,6 +43,51 @@ def read_table(path: UPath, found: dict | None = None) -> pl.DataFrame:
     return pl.read_parquet(local_path(path) if is_local(path) else io.BytesIO(read_bytes(path, found)))
 
 
+_FILE = "__vae_file__"  # the column a multi-file read names each row's file in
+
+
+def read_tables(paths: Mapping[str, UPath], found: Mapping[str, dict] | None = None,
+                ) -> tuple[dict[str, pl.DataFrame], list[str]]:
+    """Many stored tables (by key), and the keys whose file is missing.
+
+    A series' table is small, and one read costs mostly the call: on disk, the files with the same
+    schema (read from their footers) are read in one multi-file read, which Polars spreads over
+    the cores, and each key's rows taken back out by file (in their order; a file's columns and
+    types as a read of it alone gives them, since only files of one schema are read together). On
+    a bucket, a read each (`found`: a key's entry in a fresh listing, as `read_table` takes)."""
+    found = found or {}
+    tables: dict[str, pl.DataFrame] = {}
+    missing: list[str] = []
+    together: dict[tuple, list[str]] = {}  # a schema -> the keys of the local files that have it
+    for key, path in paths.items():
+        try:
+            if is_local(path) and len(paths) > 1:
+                schema = pl.read_parquet_schema(local_path(path))
+                if _FILE not in schema:
+                    together.setdefault(tuple(schema.items()), []).append(key)
+                    continue
+            tables[key] = read_table(path, found.get(key))
+        except FileNotFoundError:
+            missing.append(key)
+    for keys in together.values():
+        files = [str(local_path(paths[key])) for key in keys]
+        try:
+            whole = pl.read_parquet(files, include_file_paths=_FILE, glob=False, hive_partitioning=False)
+        except (OSError, pl.exceptions.PolarsError):  # one replaced or removed since its schema was read:
+            # each alone, as it is now (a file that cannot be read fails as a read of it alone does)
+            for key in keys:
+                try:
+                    tables[key] = read_table(paths[key])
+                except FileNotFoundError:
+                    missing.append(key)
+            continue
+        by_file = whole.partition_by(_FILE, as_dict=True, include_key=False)
+        empty = whole.clear().drop(_FILE)
+        for key, file in zip(keys, files, strict=True):
+            tables[key] = by_file.get((file,), empty)
+    return {key: tables[key] for key in paths if key in tables}, [key for key in paths if key in missing]
+
+
 class SeriesTables(dg.UPathIOManager):
     """`<home>/tables/<asset>/<series>.parquet` (`table.parquet` unpartitioned), on disk or a bucket.
 
@@ -90,17 +135,14 @@ class SeriesTables(dg.UPathIOManager):
         # several series from a bucket: one listing, and only the tables this process does not hold
         listed = listing(self.warehouse.home.joinpath("tables", *key.path)) \
             if len(keys) > 1 and not is_local(self.warehouse.home) else {}
-        tables, missing = {}, []
-        for series in keys:
-            try:
-                # each series' rows carry their series, so a roll-up can join on (series, id)
-                tables[series] = _with_series(read_table(paths[series], listed.get(f"{series}.parquet")), series)
-            except FileNotFoundError:
-                missing.append(series)
+        tables, missing = read_tables({series: paths[series] for series in keys},
+                                      {series: listed[f"{series}.parquet"] for series in keys
+                                       if f"{series}.parquet" in listed})
         if missing:
             raise dg.Failure(description=f"{key.to_user_string()} has not been materialized for series "
                                          f"{', '.join(missing)}: materialize it for them first")
-        return tables
+        # each series' rows carry their series, so a roll-up can join on (series, id)
+        return {series: _with_series(table, series) for series, table in tables.items()}
 
 
 STORED_ETAG, STORED_SIZE = "vae/etag", "vae/bytes"  # an unpartitioned table's object, as its materialization stored it
@@ -168,12 +210,11 @@ def stored_series_tables(warehouse: Warehouse, reader: str, stages: Mapping[str,
         fresh = [s for s in sources if known.get(s) != sources[s]]
         unchanged = set(sources) - set(fresh)
         parts = [] if kept is None else [kept.filter(pl.col("series").is_in(sorted(unchanged)))]
-        for s in fresh:
-            try:
-                frame = read_table(folder / f"{s}.parquet", found.get(f"{s}.parquet"))
-            except FileNotFoundError:
-                faults.setdefault(s, []).append(f"{stage} missing")
-                continue
+        read, gone = read_tables({s: folder / f"{s}.parquet" for s in fresh},
+                                 {s: found[f"{s}.parquet"] for s in fresh})
+        for s in gone:
+            faults.setdefault(s, []).append(f"{stage} missing")
+        for s, frame in read.items():
             lacking = [c for c in columns or () if c not in frame.columns]
             if lacking:
                 faults.setdefault(s, []).append(f"{stage}." + f", {stage}.".join(lacking))

@@ -199,18 +199,19 @@ def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehou
             lambda previous, s=series: compute_labels(episodes[s], renders[s], verdicts[s], loaded, previous, now), now,
             found.get(series))
         frames[series] = frame
-        counts = Counter(_label_name(label) for label in labelled(frame)["label"].to_list())
-        relabelled = labelled(frame).filter(pl.col("rehosted_at") == now)
+        done = labelled(frame)
+        counts = Counter(_label_name(label) for label in done["label"].to_list())
+        relabelled = done.filter(pl.col("rehosted_at") == now)
         counted[series] = {"episodes": frame.height, **dict(sorted(counts.items())),
                            "labels_changed": relabelled.height}
         metadata[series] = {
             "episodes": frame.height,
-            "label_errors": frame.height - labelled(frame).height,
+            "label_errors": frame.height - done.height,
             "host_rubric_version": loaded.version,
             "labels": dg.MetadataValue.json(dict(sorted(counts.items()))),
             "labels_changed": relabelled.height,
             "label_history_rows": len(changes),
-            "transitions": transitions_text(labelled(frame), relabelled),
+            "transitions": transitions_text(done, relabelled),
             "preview": markdown_table(frame, ("id", "label", "host_rule", "host_gates_failed", "positive_eligible",
                                               "previous_final_label", "rehosted_at")),
         }

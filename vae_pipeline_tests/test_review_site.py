@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import multiprocessing
 import re
 import shutil
 from pathlib import Path
@@ -418,3 +419,53 @@ def test_another_rubric_renders_no_transcript_again_and_the_pages_come_out_as_fr
     assert {p.relative_to(out).as_posix() for p in out.rglob("*.html") if p.name != "index.html"} == pages
     assert [name for name in sorted(pages) if (out / name).read_bytes() != (fresh / name).read_bytes()] == []
     assert any("transcript-1.html" in (out / name).read_text() for name in pages if name.count("/") == 2)
+
+
+def _site_files(out: Path) -> dict[str, bytes]:
+    """Every file of a rendered site but the templates' compiled cache, the index's render time masked."""
+    files = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*")
+             if p.is_file() and not p.relative_to(out).as_posix().startswith(f"{review_site.BYTECODE}/")}
+    files["index.html"] = re.sub(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", b"<when>", files["index.html"])
+    return files
+
+
+def test_series_rendered_by_worker_processes_are_the_pages_one_process_renders(two_then_three, monkeypatch):
+    """Past its page count the site's series are rendered by spawned workers: the same files, byte
+    for byte, as this process renders alone; none of them rendered here."""
+    home = two_then_three["paths"]["home"]
+    inputs = site_inputs(home, META / "rubric-v1.2.json")
+    out = home / "review-workers"
+    assert render_site(inputs, home, out, workers_from=10**9).series_rendered == list(two_then_three["series"])
+    alone = _site_files(out)
+    assert any(name.endswith("/transcript-1.html") for name in alone)
+    for path in out.iterdir():  # all but the compiled templates, which this process keeps using
+        if path.name != review_site.BYTECODE:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+    def not_here(*args, **kwargs):
+        raise RuntimeError("a series was rendered by the build's process")
+
+    monkeypatch.setattr(review_site, "_render_series", not_here)  # the spawned workers import their own
+    report = render_site(site_inputs(home, META / "rubric-v1.2.json"), home, out, workers_from=0)
+    assert report.series_rendered == list(two_then_three["series"])
+    assert _site_files(out) == alone
+
+
+def _render_with_workers_asked(home: str, out: str) -> None:
+    """In a daemonic process, as a Celery worker's: render the site asking for workers."""
+    render_site(site_inputs(Path(home), META / "rubric-v1.2.json"), Path(home), Path(out), workers_from=0)
+
+
+def test_a_process_that_may_not_start_workers_renders_the_series_itself(two_then_three):
+    home = two_then_three["paths"]["home"]
+    out = home / "review-daemon"
+    render_site(site_inputs(home, META / "rubric-v1.2.json"), home, out, workers_from=10**9)
+    alone = _site_files(out)
+    for path in out.iterdir():
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    daemon = multiprocessing.get_context("spawn").Process(target=_render_with_workers_asked,
+                                                          args=(str(home), str(out)), daemon=True)
+    daemon.start()
+    daemon.join(timeout=120)
+    assert daemon.exitcode == 0
+    assert _site_files(out) == alone

@@ -17,12 +17,15 @@ import dataclasses
 import functools
 import hashlib
 import json
+import multiprocessing
 import os
 import pickle
 import re
 import shlex
 import shutil
 from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -703,10 +706,13 @@ def _transcript_key(version: str, row: dict, inputs: SiteInputs, home: Path, out
                         row.get("bundle_parts"), inputs.scrub, bool(staged) and (home / staged).is_file())
 
 
-def _render_series(env: jinja2.Environment, page: dict, rows: list[dict], inputs: SiteInputs, home: Path,
-                   out: Path, version: str, cached: dict[str, dict]) -> tuple[int, dict[str, dict]]:
+def _render_series(env: jinja2.Environment, summary: dict, rows: list[dict], inputs: SiteInputs, home: Path,
+                   out: Path, version: str, rendered_before: bool) -> tuple[int, dict[str, dict]]:
     """The series' pages, and what its episode pages said of each archive (kept with the series'
-    state: an episode whose transcript key is the same is not read or rendered again)."""
+    state, read back when it was `rendered_before`: an episode whose transcript key is the same is
+    not read or rendered again)."""
+    page = series_page(summary, rows, inputs, home, out)
+    cached = _read_episodes_said(out, summary["id"]) if rendered_before else {}
     written = _render(env, "series.html", out / "series" / f"{page['id']}.html", series=page, site="..")
     folder = out / "episodes" / page["id"]
     by_id = {r["id"]: r for r in rows}
@@ -759,9 +765,50 @@ def series_of_file(name: str) -> str | None:
     return None
 
 
-def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
+RENDER_WORKERS_FROM = 1_000  # pages: below, starting the workers costs more than they save
+
+
+def _render_many(env: jinja2.Environment, jobs: list[tuple[dict, list[dict], bool]], inputs: SiteInputs,
+                 home: Path, out: Path, version: str, workers_from: int) -> list[tuple[int, dict]]:
+    """Each job's series rendered (`_render_series` of its summary, rows and whether it was
+    rendered before), in order. From `workers_from` pages on, by one
+    worker process per core: rendering holds the GIL, and a rehost renders every page again. The
+    workers are new interpreters (spawned: a build's process runs threads, which a fork would
+    copy mid-lock); a pool that cannot start or breaks leaves the series to this process."""
+    cores = min(os.cpu_count() or 1, 8)
+    pages = sum(1 + len(rows) for _, rows, _ in jobs)  # a page for the series and one for each episode
+    if pages >= workers_from and cores >= 2 and len(jobs) >= 2:
+        for name in env.list_templates(filter_func=lambda name: name.endswith(".html")):
+            env.get_template(name)  # compiled, and its bytecode cached, before the workers read the cache
+        shared = dataclasses.replace(inputs, rows=inputs.rows.clear())  # a job brings its own rows
+        try:
+            with ProcessPoolExecutor(min(cores, len(jobs)), mp_context=multiprocessing.get_context("spawn"),
+                                     initializer=_start_worker, initargs=(shared, home, out, version)) as pool:
+                # a few series a task: a killed build's workers stop after the task at hand
+                return list(pool.map(_render_in_worker, jobs, chunksize=4))
+        except (OSError, AssertionError, BrokenProcessPool):  # no child processes here, or one died
+            pass
+    return [_render_series(env, summary, rows, inputs, home, out, version, before) for summary, rows, before in jobs]
+
+
+_WORKER: dict = {}  # in a render worker: what every series it renders shares
+
+
+def _start_worker(inputs: SiteInputs, home: Path, out: Path, version: str) -> None:
+    _WORKER.update(env=_environment(out / BYTECODE), inputs=inputs, home=home, out=out, version=version)
+
+
+def _render_in_worker(job: tuple[dict, list[dict], bool]) -> tuple[int, dict]:
+    summary, rows, rendered_before = job
+    return _render_series(_WORKER["env"], summary, rows, _WORKER["inputs"], _WORKER["home"], _WORKER["out"],
+                          _WORKER["version"], rendered_before)
+
+
+def render_site(inputs: SiteInputs, home: Path, out: Path, *, workers_from: int | None = None) -> RenderReport:
     """Write the site under `out` (inside `home`, the pipeline's home that holds the staged videos
-    and frames). Series whose pages would come out the same are left as they are."""
+    and frames). Series whose pages would come out the same are left as they are; from
+    `workers_from` pages to render on (default RENDER_WORKERS_FROM), worker processes render the
+    series (`_render_many`)."""
     env = _environment(out / BYTECODE)
     version = templates_version()
     fingerprints = _read_fingerprints(out)
@@ -785,18 +832,20 @@ def render_site(inputs: SiteInputs, home: Path, out: Path) -> RenderReport:
     for row in table.filter(pl.col("series").is_in(searched)).to_dicts() if searched else []:
         by_series[row["series"]].append(row)
     entries = []
+    jobs: list[tuple[dict, list[dict], bool]] = []  # a series' summary, rows, and whether it was rendered before
     for series, summary in summaries.items():
         if series in unchanged:
             report.series_unchanged.append(series)
         else:
-            rows = by_series[series]
-            written, said = _render_series(env, series_page(summary, rows, inputs, home, out), rows, inputs, home,
-                                           out, version,
-                                           _read_episodes_said(out, series) if series in fingerprints else {})
-            report.pages_written += written
-            state[series] = {"fingerprint": keys[series], "episodes": said}
-            report.series_rendered.append(series)
+            jobs.append((summary, by_series[series], series in fingerprints))
         entries.append(_index_entry(summary, triaged))
+    rendered = _render_many(env, jobs, inputs, home, out, version,
+                            RENDER_WORKERS_FROM if workers_from is None else workers_from)
+    for (summary, *_), (written, said) in zip(jobs, rendered, strict=True):
+        series = summary["id"]
+        report.pages_written += written
+        state[series] = {"fingerprint": keys[series], "episodes": said}
+        report.series_rendered.append(series)
     for series in sorted(set(fingerprints) - set(summaries)):
         _remove_series(out, series)
         (out / STATE / f"{series}.json").unlink(missing_ok=True)

@@ -10,8 +10,11 @@ import hashlib
 import html
 import json
 import multiprocessing
+import os
 import re
 import shutil
+import signal
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -38,6 +41,7 @@ from vae_pipeline.sample.generator import ODD_ACTOR_MODEL, generate
 from vae_pipeline.storage.checks import check_items
 from vae_pipeline.storage.resources import Warehouse
 from vae_pipeline_tests.conftest import META, isolate
+from vae_pipeline_tests.render_workers import build_process_with_workers
 
 
 def mtimes(root: Path) -> dict[str, int]:
@@ -469,3 +473,31 @@ def test_a_process_that_may_not_start_workers_renders_the_series_itself(two_then
     daemon.join(timeout=120)
     assert daemon.exitcode == 0
     assert _site_files(out) == alone
+
+
+def _ended(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_killed_builds_render_workers_end_with_it(tmp_path):
+    """Killed mid-render, the build's process leaves no worker behind (each would otherwise wait
+    for its next series forever)."""
+    parent = multiprocessing.get_context("spawn").Process(
+        target=build_process_with_workers,
+        args=(str(tmp_path / "home" / "review"), str(META / "rubric-v1.2.json"), str(tmp_path / "pids")))
+    (tmp_path / "pids").mkdir()
+    parent.start()
+    deadline = time.monotonic() + 120
+    while len(list((tmp_path / "pids").iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    workers = [int(path.name) for path in (tmp_path / "pids").iterdir()]
+    assert len(workers) == 2 and not any(_ended(pid) for pid in workers)
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.join()
+    deadline = time.monotonic() + 30
+    while not all(_ended(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(_ended(pid) for pid in workers)

@@ -23,6 +23,7 @@ import pickle
 import re
 import shlex
 import shutil
+import threading
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -784,7 +785,6 @@ def _render_many(env: jinja2.Environment, jobs: list[tuple[dict, list[dict], boo
         try:
             with ProcessPoolExecutor(min(cores, len(jobs)), mp_context=multiprocessing.get_context("spawn"),
                                      initializer=_start_worker, initargs=(shared, home, out, version)) as pool:
-                # a few series a task: a killed build's workers stop after the task at hand
                 return list(pool.map(_render_in_worker, jobs, chunksize=4))
         except (OSError, AssertionError, BrokenProcessPool):  # no child processes here, or one died
             pass
@@ -796,6 +796,14 @@ _WORKER: dict = {}  # in a render worker: what every series it renders shares
 
 def _start_worker(inputs: SiteInputs, home: Path, out: Path, version: str) -> None:
     _WORKER.update(env=_environment(out / BYTECODE), inputs=inputs, home=home, out=out, version=version)
+    threading.Thread(target=_exit_with_parent, daemon=True).start()
+
+
+def _exit_with_parent() -> None:
+    """A worker whose build was killed ends at once (it would wait for its next series forever):
+    a page it was writing is left under its temporary name, which the next build sweeps."""
+    multiprocessing.parent_process().join()
+    os._exit(1)
 
 
 def _render_in_worker(job: tuple[dict, list[dict], bool]) -> tuple[int, dict]:

@@ -3,10 +3,8 @@ from the test module so that the spawned processes import the site's module, not
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -22,10 +20,9 @@ def busy(folder: str) -> None:
 
 
 def build_process_with_workers(out: str, rubric_file: str, folder: str) -> None:
-    """Render workers started as the site starts them, each busy, until this process is killed."""
+    """The site's render workers, each busy, until this process is killed."""
     inputs = site.SiteInputs(rows=pl.DataFrame(), published=set(), withheld={}, checks=[], history={},
                              rubric=load_rubric(Path(rubric_file)))
-    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"), initializer=site._start_worker,
-                             initargs=(inputs, Path(out).parent, Path(out), "v")) as pool:
+    with site.render_workers(2, inputs, Path(out).parent, Path(out), "v") as pool:
         for future in [pool.submit(busy, folder) for _ in range(2)]:
             future.result()

@@ -41,10 +41,6 @@ def _reads(monkeypatch) -> list[str]:
     return seen
 
 
-def _alone(path: Path) -> pl.DataFrame:
-    return pl.read_parquet(path)
-
-
 def _same(got: pl.DataFrame, expected: pl.DataFrame) -> bool:
     """The same rows in the same order, and the same columns in the same order with the same types."""
     return got.schema == expected.schema and got.equals(expected)
@@ -69,7 +65,7 @@ def test_tables_read_together_are_each_file_as_read_alone(tmp_path):
         tables, missing = io_manager.read_tables(paths)
         assert missing == [s for s in asked if s == "gone"] and list(tables) == [s for s in asked if s != "gone"]
         for series, table in tables.items():
-            assert _same(table, _alone(home / "tables" / "stage" / f"{series}.parquet")), (asked, series)
+            assert _same(table, pl.read_parquet(home / "tables" / "stage" / f"{series}.parquet")), (asked, series)
             assert _same(table, frames[series]), (asked, series)
 
 

@@ -781,14 +781,20 @@ def _render_many(env: jinja2.Environment, jobs: list[tuple[dict, list[dict], boo
     if pages >= workers_from and cores >= 2 and len(jobs) >= 2:
         for name in env.list_templates(filter_func=lambda name: name.endswith(".html")):
             env.get_template(name)  # compiled, and its bytecode cached, before the workers read the cache
-        shared = dataclasses.replace(inputs, rows=inputs.rows.clear())  # a job brings its own rows
         try:
-            with ProcessPoolExecutor(min(cores, len(jobs)), mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=_start_worker, initargs=(shared, home, out, version)) as pool:
+            with render_workers(min(cores, len(jobs)), inputs, home, out, version) as pool:
                 return list(pool.map(_render_in_worker, jobs, chunksize=4))
         except (OSError, AssertionError, BrokenProcessPool):  # no child processes here, or one died
             pass
     return [_render_series(env, summary, rows, inputs, home, out, version, before) for summary, rows, before in jobs]
+
+
+def render_workers(count: int, inputs: SiteInputs, home: Path, out: Path, version: str) -> ProcessPoolExecutor:
+    """`count` spawned render workers, each holding what every series shares (a job brings its own
+    rows) and ending with this process."""
+    shared = dataclasses.replace(inputs, rows=inputs.rows.clear())
+    return ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+                               initargs=(shared, home, out, version))
 
 
 _WORKER: dict = {}  # in a render worker: what every series it renders shares

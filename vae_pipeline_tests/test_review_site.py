@@ -14,6 +14,8 @@ import os
 import re
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -473,6 +475,19 @@ def test_a_process_that_may_not_start_workers_renders_the_series_itself(two_then
     daemon.join(timeout=120)
     assert daemon.exitcode == 0
     assert _site_files(out) == alone
+
+
+def test_a_worker_spawned_by_the_vae_command_starts_without_dagster():
+    """A spawned worker first runs its parent's main module again, here the `vae` script, as
+    Python's spawn does (`import_main_path`); importing Dagster there (over a second, on every
+    worker) would delay each worker's first page."""
+    vae = Path(sys.executable).with_name("vae")
+    code = ("import multiprocessing.spawn, sys; multiprocessing.spawn.import_main_path(sys.argv[1]); "
+            "print(sorted(name for name in sys.modules if name.split('.')[0] in ('dagster', 'vae_pipeline')))")
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code, str(vae)], capture_output=True, text=True,
+                                       check=True).stdout.replace("'", '"'))
+    assert "vae_pipeline.cli" in loaded  # the script's module was run
+    assert not [name for name in loaded if name.startswith("dagster") or name.startswith("vae_pipeline.cli.")]
 
 
 def _ended(pid: int) -> bool:

@@ -48,6 +48,7 @@ def isolate(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.setenv("VAE_DATASET_DIR", str(paths["dataset"]))
     monkeypatch.setenv("VAE_RUBRIC_VERSION", "latest")
     monkeypatch.setenv("VAE_RUNS_ROOT", str(root / "unset"))
+    monkeypatch.delenv("DAGSTER_EVENT_BATCH_SIZE", raising=False)  # a Postgres build sets it in os.environ
     return paths
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster_postgres.event_log import PostgresEventLogStorage
 
 from vae_pipeline.cli.build import build
 from vae_pipeline.domain.project import PROJECT_ROOT
@@ -67,6 +68,15 @@ def postgres_build(small_runs, tmp_path_factory):
         monkeypatch.setenv("VAE_RUNS_ROOT", str(small_runs.root))
         monkeypatch.setenv("VAE_DATASET_DIR", str(paths["dataset"]))
         env = apply_defaults(dict(os.environ))  # DAGSTER_HOME/dagster.yaml is the Postgres variant from here on
+        batches: list[list[tuple[str, str, str | None]]] = []  # what Dagster handed the event log at once
+        store_batch = PostgresEventLogStorage.store_event_batch
+
+        def recorded(storage, events):
+            batches.append([(e.get_dagster_event().event_type_value, e.get_dagster_event().asset_key.to_user_string(),
+                             e.get_dagster_event().partition) for e in events])
+            return store_batch(storage, events)
+
+        monkeypatch.setattr(PostgresEventLogStorage, "store_event_batch", recorded)
         port = free_port()
         workspace = str(PROJECT_ROOT / "workspace.yaml")
         web_log, daemon_log = root / "webserver.log", root / "daemon.log"
@@ -82,9 +92,21 @@ def postgres_build(small_runs, tmp_path_factory):
             # both still serving after the build, and the webserver lists the build's runs
             seen = graphql(port, "{ runsOrError { ... on Runs { results { runId status } } } }")
             assert web.poll() is None and daemon.poll() is None
-            yield {**paths, "url": url, "summary": summary, "started": started, "finished": finished,
+            yield {**paths, "url": url, "summary": summary, "started": started, "finished": finished, "batches": batches,
                    "webserver_runs": seen["runsOrError"]["results"],
                    "runs_printed": sum(line.startswith("[stage ") for line in printed.getvalue().splitlines())}
+
+
+def test_a_ranged_run_on_postgres_hands_its_series_materializations_to_the_event_log_together(postgres_build,
+                                                                                              small_runs):
+    """`vae` turns Dagster's event batches on for the Postgres instances: a series stage's
+    materializations over the run's series reach the event log in one batch (one INSERT there)."""
+    together = {}
+    for batch in postgres_build["batches"]:
+        if {kind for kind, _, _ in batch} == {"ASSET_MATERIALIZATION"}:
+            together.setdefault(batch[0][1], []).append(sorted(partition for _, _, partition in batch))
+    assert {key: parts for key, parts in together.items() if key in PARTITIONED} == \
+        {key: [sorted(small_runs.series)] for key in PARTITIONED}
 
 
 def test_build_on_postgres_stores_runs_and_materializations_there(postgres_build, small_runs):

@@ -37,6 +37,14 @@ DEFAULTS = {
 }
 
 
+# Dagster's own setting: the events of one batch (a ranged run's materializations, one per series)
+# are handed to the event log together, which on Postgres writes them in one statement (SQLite
+# writes them one by one either way). Set for the Postgres instances: Dagster's cost per series
+# of a ranged run there 27.8 -> 13.4 ms (docs/benchmarks.md).
+EVENT_BATCH = "DAGSTER_EVENT_BATCH_SIZE"
+EVENT_BATCH_ON_POSTGRES = "1000"
+
+
 # Settings that may name a bucket, with the option of the `vae` commands that sets each
 BUCKET_SETTINGS = {"VAE_HOME": None, "VAE_RUNS_ROOT": "--runs", "VAE_DATASET_DIR": "--out / --dataset"}
 
@@ -99,6 +107,8 @@ def apply_defaults(environ: dict[str, str] | None = None, *, instance: bool = Tr
         share_inputs(env)
     if not instance:
         return env
+    if env.get("VAE_INSTANCE") and env["VAE_INSTANCE"] != "sqlite":  # every deploy/ variant is Postgres
+        env.setdefault(EVENT_BATCH, EVENT_BATCH_ON_POSTGRES)
     home = Path(env["DAGSTER_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     if env.get("VAE_INSTANCE"):

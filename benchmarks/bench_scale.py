@@ -68,6 +68,8 @@ sys.path.insert(0, str(HERE))
 import dagster as dg
 from bench_rehost import META, Timing, counts, isolated_env, timed_build
 
+from vae_pipeline.engines.settings import EVENT_BATCH, EVENT_BATCH_ON_POSTGRES
+
 PER_SERIES = 4
 UPSTREAM_OF_LABELS = ("episodes", "renders", "verdicts", "bundles")
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # as `vae build` runs
@@ -370,11 +372,14 @@ def dagster_floor(partitions: int, root: Path, on: str = "sqlite") -> None:
     from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 
     series = dg.DynamicPartitionsDefinition(name="series")
-    # label: (one add_asset_metadata per partition, inside partitions_read_once, one planned event
-    # for the whole range: Dagster's setting, not used by the project, see docs/decisions.md)
-    variants = {"": (False, False, False), ", one add_asset_metadata per partition": (True, False, False),
-                ", the same inside partitions_read_once": (True, True, False),
-                f", one planned event for the range ({SUBSET_PLANNED})": (False, False, True)}
+    # label: (one add_asset_metadata per partition, inside partitions_read_once, Dagster's settings:
+    # one planned event for the whole range, not used by the project (see docs/decisions.md); the
+    # event batches `vae` sets for a Postgres instance)
+    variants = {"": (False, False, {}), ", one add_asset_metadata per partition": (True, False, {}),
+                ", the same inside partitions_read_once": (True, True, {}),
+                f", the same with Dagster's event batches ({EVENT_BATCH}={EVENT_BATCH_ON_POSTGRES})":
+                    (True, True, {EVENT_BATCH: EVENT_BATCH_ON_POSTGRES}),
+                f", one planned event for the range ({SUBSET_PLANNED})": (False, False, {SUBSET_PLANNED: "1"})}
 
     def job_of(name: str, metadata: bool, read_once: bool, fail: bool = False):
         @dg.asset(name=name, partitions_def=series, backfill_policy=dg.BackfillPolicy.single_run())
@@ -394,9 +399,9 @@ def dagster_floor(partitions: int, root: Path, on: str = "sqlite") -> None:
     with floor_instance(root / f"floor-{on}", on) as instance:
         keys = [f"s{i:05d}" for i in range(partitions)]
         instance.add_dynamic_partitions("series", keys)
-        for index, (label, (metadata, read_once, one_planned)) in enumerate(variants.items()):
+        for index, (label, (metadata, read_once, settings)) in enumerate(variants.items()):
             job, times = job_of(f"empty_{index}", metadata, read_once), {}
-            with planned_events_for_the_range(one_planned):
+            with dagster_settings(settings):
                 for count in (1, partitions, 1, partitions):
                     start = time.perf_counter()
                     job.execute_in_process(instance=instance, tags=ranged(count), run_config=QUIET)
@@ -408,7 +413,7 @@ def dagster_floor(partitions: int, root: Path, on: str = "sqlite") -> None:
         failed = {}
         for index, one_planned in enumerate((False, True)):  # what the UI then shows of a failed run
             name = f"failing_{index}"
-            with planned_events_for_the_range(one_planned):
+            with dagster_settings({SUBSET_PLANNED: "1"} if one_planned else {}):
                 job_of(name, False, False, fail=True).execute_in_process(instance=instance, tags=ranged(5),
                                                                          run_config=QUIET, raise_on_error=False)
             status = get_and_update_asset_status_cache_value(instance, dg.AssetKey(name), series)
@@ -418,17 +423,18 @@ def dagster_floor(partitions: int, root: Path, on: str = "sqlite") -> None:
 
 
 @contextmanager
-def planned_events_for_the_range(on: bool) -> Iterator[None]:
-    """Dagster's setting for one planned event per asset for a run's whole range, read when a run is made."""
-    saved = os.environ.pop(SUBSET_PLANNED, None)
-    if on:
-        os.environ[SUBSET_PLANNED] = "1"
+def dagster_settings(settings: dict[str, str]) -> Iterator[None]:
+    """Dagster's settings for the runs made inside (read when a run is made and as it stores its
+    events), and only those of the variants: the others unset."""
+    names = (SUBSET_PLANNED, EVENT_BATCH)
+    saved = {name: os.environ.pop(name) for name in names if name in os.environ}
+    os.environ.update(settings)
     try:
         yield
     finally:
-        os.environ.pop(SUBSET_PLANNED, None)
-        if saved is not None:
-            os.environ[SUBSET_PLANNED] = saved
+        for name in names:
+            os.environ.pop(name, None)
+        os.environ.update(saved)
 
 
 def dagster_step_floor(steps: int, root: Path, on: str = "sqlite") -> None:

@@ -40,7 +40,7 @@ DEFAULTS = {
 # Dagster's own setting: the events of one batch (a ranged run's materializations, one per series)
 # are handed to the event log together, which on Postgres writes them in one statement (SQLite
 # writes them one by one either way). Set for the Postgres instances: Dagster's cost per series
-# of a ranged run there 27.8 -> 13.4 ms (docs/benchmarks.md).
+# of a ranged run there about 27 -> 11-13 ms (docs/decisions.md).
 EVENT_BATCH = "DAGSTER_EVENT_BATCH_SIZE"
 EVENT_BATCH_ON_POSTGRES = "1000"
 

@@ -23,6 +23,7 @@ def _command(module: str, name: str) -> Callable[[argparse.Namespace], int]:
         return getattr(importlib.import_module(f"vae_pipeline.cli.{module}"), name)(args)
     return run
 
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="vae", description=__doc__)
     top.add_argument("--debug", action="store_true", help="show tracebacks")

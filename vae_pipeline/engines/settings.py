@@ -90,7 +90,8 @@ def apply_defaults(environ: dict[str, str] | None = None, *, instance: bool = Tr
 
     Its `dagster.yaml` is the VAE_INSTANCE variant when that is set (replacing a different one),
     else the embedded default, copied only when the folder has none; not made at all for a
-    command that opens no instance (`instance=False`).
+    command that opens no instance (`instance=False`). With a Postgres variant, Dagster's event
+    batches are on (EVENT_BATCH) unless set.
     """
     env = os.environ if environ is None else environ
     for name, value in DEFAULTS.items():

@@ -72,6 +72,19 @@ def test_sample_from_an_empty_folder_leaves_only_the_runs_it_was_asked_for(tmp_p
     assert any((tmp_path / "runs").rglob("series.json"))
 
 
+@pytest.mark.parametrize("variant, names", [("postgres", ["DAGSTER_PG_URL"]),
+                                             ("postgres-env", ["DAGSTER_PG_DB", "DAGSTER_PG_HOST", "DAGSTER_PG_PORT",
+                                                               "DAGSTER_PG_PASSWORD", "DAGSTER_PG_USER"])])
+def test_a_postgres_instance_without_its_connection_is_one_line_naming_the_variables(small_runs, tmp_path, variant,
+                                                                                   names):
+    done = vae("build", "--runs", str(small_runs), "--out", "O", cwd=tmp_path, VAE_INSTANCE=variant)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert all(name in lines[0] for name in names) and "docs/deployment.md" in lines[0]
+    assert "Traceback" not in done.stderr and "Stack Trace" not in done.stderr
+
+
 def test_a_missing_meta_file_is_one_line_naming_the_file_and_the_setting(small_runs, tmp_path):
     meta = tmp_path / "meta"
     shutil.copytree(META, meta)

@@ -46,8 +46,21 @@ def postgres_url(dagster_home: Path) -> str | None:
 
     resolved = process_config(DagsterPostgresStorage.config_type(), storage)
     if not resolved.success:
+        unset = sorted(name for name in _env_names(storage) if name not in os.environ)
+        if unset:  # Dagster's own message carries a stack trace: name what to set instead
+            raise ValueError(f"the instance's Postgres storage ({dagster_home / 'dagster.yaml'}) reads "
+                             f"{', '.join(unset)}, which is not set: set it (docs/deployment.md)")
         raise dg.DagsterInvalidConfigError("the instance's postgres storage", resolved.errors, storage)
     return pg_url_from_config(resolved.value)
+
+
+def _env_names(config: object) -> list[str]:
+    """The environment variables a `dagster.yaml` section reads (`{env: NAME}` values)."""
+    if isinstance(config, dict):
+        if set(config) == {"env"} and isinstance(config["env"], str):
+            return [config["env"]]
+        return [name for value in config.values() for name in _env_names(value)]
+    return [name for value in config for name in _env_names(value)] if isinstance(config, list) else []
 
 
 @contextmanager

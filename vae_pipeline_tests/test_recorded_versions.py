@@ -5,7 +5,7 @@ run was deleted (SQLite gives its storage ids to the next events)."""
 import dagster as dg
 import pytest
 
-from vae_pipeline.storage.versions import INPUTS_KEY, UPSTREAM_KEY, VERSION_KEY, latest_by_partition
+from vae_pipeline.storage.versions import INPUTS_KEY, UPSTREAM_KEY, VERSION_KEY, latest_by_partition, recorded_value
 
 series = dg.DynamicPartitionsDefinition(name="series")
 
@@ -42,8 +42,7 @@ def read_back(home) -> tuple[dict[str, tuple], list[int]]:
 
         instance.fetch_materializations = counted
         latest = latest_by_partition(instance, stage.key)
-        recorded = {partition: tuple(getattr(event.metadata[k], "value", None) for k in (VERSION_KEY, INPUTS_KEY,
-                                                                                         UPSTREAM_KEY))
+        recorded = {partition: tuple(recorded_value(event, k) for k in (VERSION_KEY, INPUTS_KEY, UPSTREAM_KEY))
                     for partition, event in latest.items()}
         return recorded, asked
 

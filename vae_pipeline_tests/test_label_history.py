@@ -12,7 +12,6 @@ from upath import UPath
 from vae_pipeline.assets.dataset import store_in_duckdb
 from vae_pipeline.assets.labels import (
     LABELS_SCHEMA,
-    label_history_view,
     latest_state,
     latest_states,
     listed_generations,
@@ -77,15 +76,13 @@ def test_two_processes_relabelling_the_same_series_record_each_change_once(home:
     assert calls.value == 3
     assert sorted(p.name for p in UPath(home, "label_state", SERIES).iterdir()) == ["00000001.parquet",
                                                                                   "00000002.parquet"]
-    # on disk the view over the generations' files; on a bucket the cache's table `connect` keeps
-    source = "label_history" if home.startswith("s3://") else f"({label_history_view(warehouse)})"
-    with warehouse.connect() as con:
-        history = con.execute(f"SELECT id, old_label, new_label FROM {source} ORDER BY id")
+    with warehouse.connect() as con:  # the table `connect` brings up to date, on disk and on a bucket
+        history = con.execute("SELECT id, old_label, new_label FROM label_history ORDER BY id")
         assert history.fetchall() == [("a", "PASS", "PASS_WITH_NITS"), ("c", "PASS_WITH_NITS", "PASS")]
 
 
 def test_a_moved_or_copied_home_reads_its_own_label_history(tmp_path: Path):
-    """Issue 19 item 4: the `label_history` view names its files relative to VAE_HOME."""
+    """The database names the label generations it read relative to VAE_HOME, by their identity."""
     first, moved, copied = tmp_path / "first", tmp_path / "moved", tmp_path / "copied"
     warehouse = Warehouse(path=str(first))
     record_labels(warehouse, SERIES, lambda previous: _labels({"a": "PASS"}, previous, "2026-11-30T00:00:00Z"),
@@ -94,8 +91,8 @@ def test_a_moved_or_copied_home_reads_its_own_label_history(tmp_path: Path):
                   "2026-12-01T00:00:00Z")
     store_in_duckdb(warehouse, pl.DataFrame({"id": ["a"]}))
     with warehouse.connect() as con:
-        (view,) = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'label_history'").fetchone()
-    assert str(tmp_path) not in view
+        read = con.execute("SELECT name FROM label_history_read ORDER BY name").fetchall()
+    assert read == [(f"{SERIES}/00000001.parquet",), (f"{SERIES}/00000002.parquet",)]
     shutil.move(first, moved)
     shutil.copytree(moved, copied)
     # a change recorded only in the copy
@@ -127,3 +124,31 @@ def test_the_last_generations_of_many_series_read_together_are_each_series_own(h
         assert found[series][0] == generation
         assert {episode: state["label"] for episode, state in found[series][1].items()} == labels
         assert found[series] == latest_state(warehouse, series)
+
+
+def test_a_database_holding_the_label_history_as_a_view_holds_it_as_a_table_after_one_connection(tmp_path: Path):
+    """A warehouse an earlier version made, whose `label_history` is a view over the generations'
+    files: the next connection replaces it with the table, holding the same rows, and a generation
+    recorded later is in it at the next connection."""
+    import duckdb
+
+    warehouse = Warehouse(path=str(tmp_path))
+    record_labels(warehouse, SERIES, lambda previous: _labels({"a": "PASS"}, previous, "2026-11-30T00:00:00Z"),
+                  "2026-11-30T00:00:00Z")
+    record_labels(warehouse, SERIES, lambda previous: _labels({"a": "FAIL"}, previous, "2026-12-01T00:00:00Z"),
+                  "2026-12-01T00:00:00Z")
+    with duckdb.connect(str(warehouse.database)) as con:  # as the earlier version wrote it
+        con.execute(f"SET file_search_path = '{tmp_path.as_posix()}'")
+        con.execute("CREATE VIEW label_history AS SELECT series, id, old_label, label AS new_label, "
+                    "host_rubric_version, changed_at FROM read_parquet('label_state/*/*.parquet') WHERE changed")
+    with warehouse.connect() as con:
+        kind = con.execute("SELECT table_type FROM information_schema.tables "
+                           "WHERE table_name = 'label_history'").fetchall()
+        rows = con.execute("SELECT id, old_label, new_label FROM label_history").fetchall()
+    assert kind == [("BASE TABLE",)]
+    assert rows == [("a", "PASS", "FAIL")]
+    record_labels(warehouse, SERIES, lambda previous: _labels({"a": "PASS"}, previous, "2026-12-02T00:00:00Z"),
+                  "2026-12-02T00:00:00Z")
+    with warehouse.connect() as con:
+        rows = con.execute("SELECT id, old_label, new_label FROM label_history ORDER BY changed_at").fetchall()
+    assert rows == [("a", "PASS", "FAIL"), ("a", "FAIL", "PASS")]

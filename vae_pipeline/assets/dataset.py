@@ -6,7 +6,6 @@ import dagster as dg
 import duckdb
 import polars as pl
 
-from vae_pipeline.assets.labels import label_history_view
 from vae_pipeline.assets.metadata import markdown_table
 from vae_pipeline.domain.errors import BadInput
 from vae_pipeline.domain.files import files_version, scratch_file
@@ -37,14 +36,13 @@ VERSIONS_SCHEMA = {"series": pl.String, "version": pl.String, "columns": pl.Stri
 
 def store_in_duckdb(warehouse: Warehouse, table: pl.DataFrame) -> None:
     """Bring DuckDB's `episode_table` to `table` in one transaction (readers see the old or the
-    new), and point the `label_history` view at the label generations' Parquet files.
+    new); `connect` brings `label_history` up to date.
 
     Only the rows of the series whose version (`series_versions`, kept beside the table in
     SERIES_VERSIONS) changed are replaced: a new series costs its own rows, not a copy of every
     series. The whole table is written when its columns changed or the versions are not there.
     Rows go through a Parquet file, not a Python object: DuckDB imports pandas (0.2 s) on the
     first object it is handed in a process."""
-    history = label_history_view(warehouse)
     versions = series_versions(table) if "series" in table.columns else None
     columns = content_version(str(table.schema))
     with warehouse.connect() as con, scratch_file(warehouse.database) as rows:
@@ -66,8 +64,6 @@ def store_in_duckdb(warehouse: Warehouse, table: pl.DataFrame) -> None:
             pl.DataFrame({"series": list(versions), "version": list(versions.values()), "columns": columns},
                          schema=VERSIONS_SCHEMA).write_parquet(rows)
             con.execute(f"CREATE OR REPLACE TABLE {SERIES_VERSIONS} AS SELECT * FROM {_parquet(rows)}")
-        if history is not None:
-            con.execute(f"CREATE OR REPLACE VIEW label_history AS {history}")
         con.execute("COMMIT")
 
 

@@ -3,7 +3,7 @@
 Rehosting lives here: a new rubric in force (the `rubric` asset's data version) or a change to
 the gate code (this asset's code version) makes `labels` stale and nothing upstream, so a
 rehost never parses, decodes or calls a model. Every label change is appended to the series'
-label generations (append-only Parquet), which DuckDB reads as `label_history`.
+label generations (append-only Parquet), which the warehouse's DuckDB holds as `label_history`.
 """
 
 import json
@@ -159,11 +159,6 @@ def record_labels(warehouse: Warehouse, series: str, compute: Callable[[dict[str
         unchanged = {r["id"]: {k: r[k] for k in ("label", "rehosted_at", "previous_final_label")} for r in rows} == previous
         if unchanged or put_new(state_dir(warehouse, series) / f"{generation + 1:08d}.parquet", parquet_bytes(state)):
             return frame, changes
-
-
-def label_history_view(warehouse: Warehouse) -> str | None:
-    """DuckDB SQL for the history of every label change (see `Warehouse.label_history_sql`)."""
-    return warehouse.label_history_sql()
 
 
 def _label_name(label: str | None) -> str:

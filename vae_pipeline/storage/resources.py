@@ -31,7 +31,9 @@ from vae_pipeline.domain.objects import (
     fingerprint_entries,
     is_local,
     bucket_listing,
+    listed_identity,
     listing,
+    local_path,
     held_fingerprints,
     listings_held,
     location,
@@ -217,6 +219,7 @@ LABEL_STATE = "label_state"  # the label generations: <home>/label_state/<series
 # what `label_history` holds of the label generations `{source}`: their rows whose label changed
 LABEL_HISTORY = ("SELECT series, id, old_label, label AS new_label, host_rubric_version, changed_at "
                  "FROM {source} WHERE changed")
+HISTORY_READ = "label_history_read"  # the generations `label_history` holds: name and identity (`listed_identity`)
 
 
 def table_names(con: duckdb.DuckDBPyConnection, *, with_type: bool = False) -> set:
@@ -272,7 +275,6 @@ class Warehouse(dg.ConfigurableResource):
         the registered s3fs file system (its httpfs extension is not in the wheel), and a missing
         cache is rebuilt from the stored `episode_table` table."""
         self.root.mkdir(parents=True, exist_ok=True)
-        search_path = self.root.resolve().as_posix().replace("'", "''")
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -282,13 +284,11 @@ class Warehouse(dg.ConfigurableResource):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        if is_local(self.home):
-            # the views name files relative to VAE_HOME, so a moved or copied home reads its own
-            con.execute(f"SET file_search_path = '{search_path}'")
-            return con
         try:
-            con.register_filesystem(self.home.fs)
-            self._refresh_cache(con)
+            if not is_local(self.home):
+                con.register_filesystem(self.home.fs)
+                self._refresh_cache(con)
+            self._refresh_label_history(con)
         except BaseException:
             con.close()  # DuckDB keeps a file's database open while a connection to it is
             raise
@@ -310,47 +310,52 @@ class Warehouse(dg.ConfigurableResource):
             con.execute("DELETE FROM cache_source")
             con.execute("INSERT INTO cache_source VALUES (?)", [tag])
             con.execute("COMMIT")
-        self._refresh_label_history(con)
 
     def _refresh_label_history(self, con: duckdb.DuckDBPyConnection) -> None:
-        """On a bucket, `label_history` is a table of this cache holding the changed rows of every
-        label generation, each generation fetched once (one GET; generations are only ever
-        added, under new names), from one listing of the folder — not a view that would read
-        every generation's Parquet footer and rows in ranged GETs at each query."""
+        """Bring the table `label_history` to the changed rows of every label generation, each
+        generation read once (generations are only ever added, under new names; one replaced or
+        gone, as in a copied home, reads them all again), from one listing of the folder. Not a
+        view over the generations' files: a view reads every generation's Parquet footer and rows
+        at each query (0.6 s for the 3,000 of 10,000 episodes; on a bucket, in ranged GETs)."""
         folder = self.home / LABEL_STATE
-        listed = {name: info for name, info in bucket_listing(folder).items()
-                  if name.endswith(".parquet") and name.count("/") == 1}
-        if ("label_history", "VIEW") in table_names(con, with_type=True):
-            con.execute("DROP VIEW label_history")  # a cache made when this was a view
-        con.execute("CREATE TABLE IF NOT EXISTS label_history_source (name VARCHAR, etag VARCHAR)")
-        loaded = dict(con.execute("SELECT name, etag FROM label_history_source").fetchall())
-        current = {name: info["ETag"] for name, info in listed.items()}
-        if loaded == current:
+        found = listing(folder) if is_local(folder) else bucket_listing(folder)
+        current = {name: listed_identity(info) for name, info in found.items()
+                   if name.endswith(".parquet") and name.count("/") == 1}
+        kinds = dict(table_names(con, with_type=True))
+        if kinds.get("label_history") == "VIEW" or "label_history_source" in kinds:
+            # a database an earlier version made (a view on disk, a table by ETag on a bucket)
+            con.execute("DROP VIEW IF EXISTS label_history" if kinds.get("label_history") == "VIEW"
+                        else "DROP TABLE IF EXISTS label_history")
+            con.execute("DROP TABLE IF EXISTS label_history_source")
+            kinds = dict(table_names(con, with_type=True))
+        loaded = dict(con.execute(f"SELECT name, identity FROM {HISTORY_READ}").fetchall()) \
+            if HISTORY_READ in kinds else {}
+        if loaded == current and ("label_history" in kinds or not current):
             return
-        renewed = any(current.get(name) != tag for name, tag in loaded.items())  # replaced or gone: all again
+        renewed = "label_history" not in kinds or any(current.get(name) != seen for name, seen in loaded.items())
         con.execute("BEGIN")
+        con.execute(f"CREATE TABLE IF NOT EXISTS {HISTORY_READ} (name VARCHAR, identity VARCHAR)")
         if renewed:
             con.execute("DROP TABLE IF EXISTS label_history")
-            con.execute("DELETE FROM label_history_source")
-        for name in sorted(current) if renewed else sorted(set(current) - set(loaded)):
-            con.register("generation", pl.read_parquet(io.BytesIO(read_bytes(folder / name, listed[name]))).to_arrow())
-            selected = LABEL_HISTORY.format(source="generation")
-            con.execute(f"INSERT INTO label_history {selected}" if "label_history" in table_names(con)
-                        else f"CREATE TABLE label_history AS {selected}")
-            con.unregister("generation")
-            con.execute("INSERT INTO label_history_source VALUES (?, ?)", [name, current[name]])
+            con.execute(f"DELETE FROM {HISTORY_READ}")
+        names = sorted(current) if renewed else sorted(set(current) - set(loaded))
+        if names:  # in one statement (one statement a generation: 15 s in a rehost of 10,000 episodes)
+            if is_local(folder):  # DuckDB reads the files where they are (0.5 s for 3,000)
+                source, parameters = "read_parquet(?, union_by_name = true)", [
+                    [str(local_path(folder / name)) for name in names]]
+            else:  # a GET each (none for what this process wrote), read by Polars
+                con.register("generation", pl.concat([pl.read_parquet(io.BytesIO(read_bytes(folder / name, found[name])))
+                                                      for name in names], how="diagonal_relaxed").to_arrow())
+                source, parameters = "generation", []
+            selected = LABEL_HISTORY.format(source=source)
+            con.execute(f"INSERT INTO label_history {selected}" if not renewed
+                        else f"CREATE TABLE label_history AS {selected}", parameters)
+            if not is_local(folder):
+                con.unregister("generation")
+            con.register("read", pl.DataFrame({"name": names, "identity": [current[name] for name in names]}).to_arrow())
+            con.execute(f"INSERT INTO {HISTORY_READ} SELECT name, identity FROM read")
+            con.unregister("read")
         con.execute("COMMIT")
-
-    def label_history_sql(self) -> str | None:
-        """DuckDB SQL for the `label_history` view on disk (every generation's changed rows), or
-        None before the first label and on a bucket (where `connect` keeps it as a table). The
-        files are named relative to VAE_HOME (`connect` resolves them there), so a moved or
-        copied home reads its own."""
-        folder = self.home / LABEL_STATE
-        if not is_local(folder) or not any(name.endswith(".parquet") and name.count("/") == 1
-                                           for name in listing(folder)):
-            return None
-        return LABEL_HISTORY.format(source=f"read_parquet('{LABEL_STATE}/*/*.parquet')")
 
     @property
     def built_from(self) -> UPath:

@@ -344,15 +344,16 @@ class Warehouse(dg.ConfigurableResource):
                 source, parameters = "read_parquet(?, union_by_name = true)", [
                     [str(local_path(folder / name)) for name in names]]
             else:  # a GET each (none for what this process wrote), read by Polars
-                con.register("generation", pl.concat([pl.read_parquet(io.BytesIO(read_bytes(folder / name, found[name])))
-                                                      for name in names], how="diagonal_relaxed").to_arrow())
+                generations = [pl.read_parquet(io.BytesIO(read_bytes(folder / name, found[name]))) for name in names]
+                con.register("generation", pl.concat(generations, how="diagonal_relaxed").to_arrow())
                 source, parameters = "generation", []
             selected = LABEL_HISTORY.format(source=source)
             con.execute(f"INSERT INTO label_history {selected}" if not renewed
                         else f"CREATE TABLE label_history AS {selected}", parameters)
             if not is_local(folder):
                 con.unregister("generation")
-            con.register("read", pl.DataFrame({"name": names, "identity": [current[name] for name in names]}).to_arrow())
+            read = pl.DataFrame({"name": names, "identity": [current[name] for name in names]})
+            con.register("read", read.to_arrow())
             con.execute(f"INSERT INTO {HISTORY_READ} SELECT name, identity FROM read")
             con.unregister("read")
         con.execute("COMMIT")

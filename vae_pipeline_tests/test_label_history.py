@@ -152,3 +152,17 @@ def test_a_database_holding_the_label_history_as_a_view_holds_it_as_a_table_afte
     with warehouse.connect() as con:
         rows = con.execute("SELECT id, old_label, new_label FROM label_history ORDER BY changed_at").fetchall()
     assert rows == [("a", "PASS", "FAIL"), ("a", "FAIL", "PASS")]
+
+
+def test_a_label_generation_that_cannot_be_read_is_named_relative_to_the_home(tmp_path: Path):
+    """A damaged generation fails the connection with its name under label_state/, never the
+    home's own path (which may name the user)."""
+    home = tmp_path / "home-of-alice"
+    warehouse = Warehouse(path=str(home))
+    record_labels(warehouse, SERIES, lambda previous: _labels({"a": "PASS"}, previous, "2026-11-30T00:00:00Z"),
+                  "2026-11-30T00:00:00Z")
+    (home / "label_state" / SERIES / "00000002.parquet").write_bytes(b"not parquet")
+    with pytest.raises(RuntimeError) as raised:
+        warehouse.connect()
+    assert f"label_state/{SERIES}/00000002.parquet" in str(raised.value)
+    assert "home-of-alice" not in str(raised.value) and str(tmp_path) not in str(raised.value)

@@ -348,8 +348,14 @@ class Warehouse(dg.ConfigurableResource):
                 con.register("generation", pl.concat(generations, how="diagonal_relaxed").to_arrow())
                 source, parameters = "generation", []
             selected = LABEL_HISTORY.format(source=source)
-            con.execute(f"INSERT INTO label_history {selected}" if not renewed
-                        else f"CREATE TABLE label_history AS {selected}", parameters)
+            try:
+                con.execute(f"INSERT INTO label_history {selected}" if not renewed
+                            else f"CREATE TABLE label_history AS {selected}", parameters)
+            except duckdb.Error as exc:  # DuckDB names a file by its whole path, which may name the user
+                reason = str(exc).splitlines()[0]
+                if is_local(folder):
+                    reason = reason.replace(str(local_path(folder)), LABEL_STATE)
+                raise RuntimeError(f"the label history cannot be read: {reason}") from None
             if not is_local(folder):
                 con.unregister("generation")
             read = pl.DataFrame({"name": names, "identity": [current[name] for name in names]})

@@ -42,8 +42,8 @@ class StaleItem:
 @dataclass(frozen=True)
 class Recorded:
     """What the staleness rule reads of a series partition's latest materialization (`_plain`):
-    a plain record, since building Dagster's event object for each of 10,000 partitions costs a
-    build a quarter of a second, every time an instance is opened."""
+    a plain record, since building Dagster's event object for each of 12,500 partitions costs a
+    build about 0.3 s, every time an instance is opened."""
 
     partition: str | None
     tags: dict[str, str]

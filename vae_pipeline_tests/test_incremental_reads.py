@@ -97,6 +97,81 @@ def test_a_table_replaced_or_removed_while_they_are_read_is_read_as_it_is_then(t
     assert _same(tables["s0"], replaced if replace else base) and _same(tables["s2"], base)
 
 
+def _parquet_reads(monkeypatch) -> list[str]:
+    """The Parquet files read whole (a table of an unpartitioned asset on disk)."""
+    reads: list[str] = []
+    original = pl.read_parquet
+
+    def counting(source, *args, **kwargs):
+        reads.append(str(source))
+        return original(source, *args, **kwargs)
+
+    monkeypatch.setattr(pl, "read_parquet", counting)
+    return reads
+
+
+def test_an_unpartitioned_table_is_read_once_a_process_until_its_file_is_replaced(tmp_path, monkeypatch):
+    """The roll-ups downstream of one table each load it: one read a process serves them all, and
+    the file written again since (by this build or another process), even to the same size, is
+    read again."""
+    reads = _parquet_reads(monkeypatch)
+    first, second = pl.DataFrame({"id": ["a", "b"], "n": [1, 2]}), pl.DataFrame({"id": ["a", "b"], "n": [2, 1]})
+    assert len(parquet_bytes(first)) == len(parquet_bytes(second))  # only the file's inode and time tell them apart
+    path = tmp_path / "tables" / "episode_table" / "table.parquet"
+    _store(tmp_path, "episode_table", "table", first)
+    reader = io_manager.ReadOnce()
+    one = reader.read(UPath(path))
+    again = reader.read(UPath(path))
+    assert one.equals(first) and again is one
+    assert reads == [str(path)]
+    _store(tmp_path, "episode_table", "table", second)
+    assert reader.read(UPath(path)).equals(second)
+    assert reads == [str(path), str(path)]
+    path.unlink()
+    with pytest.raises(FileNotFoundError):  # gone: no table kept from before answers for it
+        reader.read(UPath(path))
+
+
+def test_steps_of_one_process_loading_one_table_on_disk_read_it_once_and_a_new_materialization_afresh(
+        tmp_path, monkeypatch):
+    """Two steps loading the table of an asset stored on disk (as the roll-ups load `episode_table`)
+    read its file once; after the asset is materialized again with other rows, they get those."""
+    import dagster as dg
+
+    from vae_pipeline.storage.io_manager import ParquetTableIOManager
+
+    reads = _parquet_reads(monkeypatch)
+    monkeypatch.setattr(io_manager, "READ_ONCE", io_manager.ReadOnce())
+    rows = {"n": [1, 2]}
+
+    @dg.asset(io_manager_key="tables")
+    def stored() -> pl.DataFrame:
+        return pl.DataFrame(rows)
+
+    @dg.asset(io_manager_key="tables")
+    def first(stored: pl.DataFrame) -> pl.DataFrame:
+        return stored
+
+    @dg.asset(io_manager_key="tables")
+    def second(stored: pl.DataFrame) -> pl.DataFrame:
+        return stored
+
+    warehouse = Warehouse(path=str(tmp_path / "home"))
+    tables = {"tables": ParquetTableIOManager(warehouse=warehouse)}
+    job = dg.Definitions(assets=[stored, first, second], resources=tables).resolve_implicit_global_asset_job_def()
+    table = str(tmp_path / "home" / "tables" / "stored" / "table.parquet")
+    with dg.instance_for_test() as instance:
+        result = job.execute_in_process(instance=instance)
+        assert result.output_for_node("first").equals(pl.DataFrame({"n": [1, 2]}))
+        assert result.output_for_node("second").equals(pl.DataFrame({"n": [1, 2]}))
+        assert reads.count(table) == 1
+        rows["n"] = [2, 1]
+        result = job.execute_in_process(instance=instance)
+        assert result.output_for_node("first").equals(pl.DataFrame({"n": [2, 1]}))
+        assert result.output_for_node("second").equals(pl.DataFrame({"n": [2, 1]}))
+        assert reads.count(table) == 2
+
+
 def test_only_the_changed_series_are_read_again_and_the_rows_are_those_of_every_file(tmp_path, monkeypatch):
     home = tmp_path / "home"
     warehouse = Warehouse(path=str(home))

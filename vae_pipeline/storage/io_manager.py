@@ -63,7 +63,7 @@ class ReadOnce:
         kept = self._tables.get(file)
         if kept is not None and kept[0] == identity:
             return kept[1]
-        table = pl.read_parquet(file)
+        table = read_table(path)
         self._tables[file] = (identity, table)
         return table
 

@@ -1,7 +1,10 @@
 """Label history: two processes labelling the same series at once never duplicate or lose a change."""
 
+import json
 import multiprocessing
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -166,3 +169,43 @@ def test_a_label_generation_that_cannot_be_read_is_named_relative_to_the_home(tm
         warehouse.connect()
     assert f"label_state/{SERIES}/00000002.parquet" in str(raised.value)
     assert "home-of-alice" not in str(raised.value) and str(tmp_path) not in str(raised.value)
+
+
+WAREHOUSE_READS = """
+import json, sys
+import dagster as dg
+import polars as pl
+from vae_pipeline.assets.dataset import store_in_duckdb
+from vae_pipeline.assets.labels import record_labels
+from vae_pipeline.cli.common import episode_table_rows
+from vae_pipeline.storage.io_manager import parquet_bytes
+from vae_pipeline.storage.resources import Warehouse, sql_text
+from vae_pipeline_tests.test_label_history import SERIES, _labels
+
+home, scratch = sys.argv[1:]
+warehouse = Warehouse(path=home, scratch_path=scratch)
+for now, label in (("2026-12-01T00:00:00Z", "PASS"), ("2026-12-02T00:00:00Z", "FAIL")):
+    record_labels(warehouse, SERIES, lambda previous, l=label, t=now: _labels({"it's-e1": l}, previous, t), now)
+table = pl.DataFrame({"series": [SERIES], "id": ["it's-e1"], "valid": [True]})
+warehouse.table(dg.AssetKey("episode_table"), None).parent.mkdir(parents=True, exist_ok=True)
+warehouse.table(dg.AssetKey("episode_table"), None).write_bytes(parquet_bytes(table))
+store_in_duckdb(warehouse, table)
+fresh = Warehouse(path=home, scratch_path=scratch + " again")  # on a bucket: a cache loaded from the stored table
+episode = "it's-e1"
+rows = episode_table_rows(fresh, f"SELECT id FROM episode_table WHERE id = {sql_text(episode)} AND valid")
+with fresh.connect() as con:
+    history = con.execute("SELECT id, old_label, new_label FROM label_history").fetchall()
+print(json.dumps({"rows": rows, "history": history, "pandas": "pandas" in sys.modules}))
+"""
+
+
+def test_the_warehouse_reads_values_with_quotes_and_never_imports_pandas(home: str, tmp_path: Path):
+    """DuckDB imports pandas (0.7 s) in a process that hands it a Python parameter or object: the
+    warehouse writes its values into the statement, quoted, and reads files by their paths."""
+    if home == str(tmp_path):
+        home = str(tmp_path / "it's home")  # a quote in every path DuckDB is given
+    done = subprocess.run([sys.executable, "-c", WAREHOUSE_READS, home, str(tmp_path / "it's scratch")],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == {"rows": [["it's-e1"]], "history": [["it's-e1", "PASS", "FAIL"]],
+                                       "pandas": False}

@@ -19,6 +19,8 @@ from vae_pipeline.storage.resources import (
     DatasetFolder,
     ProjectMeta,
     Warehouse,
+    parquet_scan,
+    sql_text,
     table_names,
 )
 from vae_pipeline.storage.versions import (
@@ -41,8 +43,7 @@ def store_in_duckdb(warehouse: Warehouse, table: pl.DataFrame) -> None:
     Only the rows of the series whose version (`series_versions`, kept beside the table in
     SERIES_VERSIONS) changed are replaced: a new series costs its own rows, not a copy of every
     series. The whole table is written when its columns changed or the versions are not there.
-    Rows go through a Parquet file, not a Python object: DuckDB imports pandas (0.2 s) on the
-    first object it is handed in a process."""
+    Rows go through a Parquet file, not a Python object (`sql_text` says why)."""
     versions = series_versions(table) if "series" in table.columns else None
     columns = content_version(str(table.schema))
     with warehouse.connect() as con, scratch_file(warehouse.database) as rows:
@@ -52,27 +53,19 @@ def store_in_duckdb(warehouse: Warehouse, table: pl.DataFrame) -> None:
             if held is not None else []
         if held is None:
             table.write_parquet(rows)
-            con.execute(f"CREATE OR REPLACE TABLE episode_table AS SELECT * FROM {_parquet(rows)}")
+            con.execute(f"CREATE OR REPLACE TABLE episode_table AS SELECT * FROM {parquet_scan([rows])}")
             con.execute(f"DROP TABLE IF EXISTS {SERIES_VERSIONS}")
         elif replaced:
-            con.execute(f"DELETE FROM episode_table WHERE series IN ({', '.join(map(_literal, replaced))})")
+            con.execute(f"DELETE FROM episode_table WHERE series IN ({', '.join(map(sql_text, replaced))})")
             incoming = table.filter(pl.col("series").is_in(replaced))
             if incoming.height:
                 incoming.write_parquet(rows)
-                con.execute(f"INSERT INTO episode_table SELECT * FROM {_parquet(rows)}")
+                con.execute(f"INSERT INTO episode_table SELECT * FROM {parquet_scan([rows])}")
         if versions is not None and (held is None or replaced):
             pl.DataFrame({"series": list(versions), "version": list(versions.values()), "columns": columns},
                          schema=VERSIONS_SCHEMA).write_parquet(rows)
-            con.execute(f"CREATE OR REPLACE TABLE {SERIES_VERSIONS} AS SELECT * FROM {_parquet(rows)}")
+            con.execute(f"CREATE OR REPLACE TABLE {SERIES_VERSIONS} AS SELECT * FROM {parquet_scan([rows])}")
         con.execute("COMMIT")
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _parquet(path: Path) -> str:
-    return f"read_parquet({_literal(path.as_posix())})"
 
 
 def _held_versions(con: duckdb.DuckDBPyConnection, columns: str) -> dict[str, str] | None:

@@ -15,11 +15,11 @@ from vae_pipeline.assets.scrub_settings import ALLOW_LIST
 from vae_pipeline.cli.common import CliError, episode_table_rows, say
 from vae_pipeline.domain.scrub.allow import allow_finding
 from vae_pipeline.engines.settings import apply_defaults
-from vae_pipeline.storage.resources import Warehouse
+from vae_pipeline.storage.resources import Warehouse, sql_text
 
 
 def finding_of(warehouse: Warehouse, episode: str, file: str, line: int, kind: str) -> dict:
-    rows = episode_table_rows(warehouse, "SELECT findings FROM episode_table WHERE id = ? AND valid", (episode,))
+    rows = episode_table_rows(warehouse, f"SELECT findings FROM episode_table WHERE id = {sql_text(episode)} AND valid")
     if not rows:
         raise CliError(f"no valid episode {episode} in the last build; run `vae build` first")
     findings = [f for (found,) in rows for f in found or []]

@@ -74,12 +74,12 @@ def run_error(result: dg.ExecuteInProcessResult) -> str:
     return "run failed"
 
 
-def episode_table_rows(warehouse, query: str, parameters: tuple = ()) -> list[tuple]:
+def episode_table_rows(warehouse, query: str) -> list[tuple]:
     """The rows `query` selects from the warehouse's episode_table (none before the first build)."""
     if is_local(warehouse.home) and not warehouse.database.exists():
         return []  # never built here (on a bucket, `connect` loads this machine's cache)
     with warehouse.connect() as con:
-        return con.execute(query, list(parameters)).fetchall() if "episode_table" in table_names(con) else []
+        return con.execute(query).fetchall() if "episode_table" in table_names(con) else []
 
 
 def recovered_instance(env: dict[str, str], *, holds_writer_lock: bool = False) -> dg.DagsterInstance:

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -43,6 +43,7 @@ from vae_pipeline.domain.objects import (
 from vae_pipeline.domain.episodes.fingerprints import series_fingerprints
 from vae_pipeline.domain.episodes.series import COMPARISONS_DIR, EpisodeEntry
 from vae_pipeline.domain.episodes.strict_json import DEFAULT_MAX_LINE_BYTES
+from vae_pipeline.domain.files import scratch_file
 
 
 SERIES_AHEAD = 2  # series of a bucket fetched ahead while `episodes` parses (3 measured no faster)
@@ -222,6 +223,17 @@ LABEL_HISTORY = ("SELECT series, id, old_label, label AS new_label, host_rubric_
 HISTORY_READ = "label_history_read"  # the generations `label_history` holds: name and identity (`listed_identity`)
 
 
+def sql_text(text: str) -> str:
+    """`text` as a DuckDB string literal. Statements carry their values inline: a Python parameter
+    or a registered Python object makes DuckDB import pandas (0.7 s in each process) to check its type."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def parquet_scan(files: list[Path]) -> str:
+    """DuckDB's read of Parquet files as one table, their columns matched by name."""
+    return f"read_parquet([{', '.join(sql_text(file.as_posix()) for file in files)}], union_by_name = true)"
+
+
 def table_names(con: duckdb.DuckDBPyConnection, *, with_type: bool = False) -> set:
     """The names of the tables and views (with `with_type`: (name, `BASE TABLE` or `VIEW`))."""
     rows = con.execute("SELECT table_name, table_type FROM information_schema.tables").fetchall()
@@ -302,14 +314,14 @@ class Warehouse(dg.ConfigurableResource):
         con.execute("CREATE TABLE IF NOT EXISTS cache_source (etag VARCHAR)")
         loaded = con.execute("SELECT etag FROM cache_source").fetchall()
         if tag is not None and loaded != [(tag,)]:
-            con.execute("BEGIN")
-            con.register("stored", pl.read_parquet(io.BytesIO(read_bytes(stored))).to_arrow())
-            con.execute("CREATE OR REPLACE TABLE episode_table AS SELECT * FROM stored")
-            con.execute(f"DROP TABLE IF EXISTS {SERIES_VERSIONS}")  # the next store writes it whole
-            con.unregister("stored")
-            con.execute("DELETE FROM cache_source")
-            con.execute("INSERT INTO cache_source VALUES (?)", [tag])
-            con.execute("COMMIT")
+            with scratch_file(self.database) as copy:
+                copy.write_bytes(read_bytes(stored))
+                con.execute("BEGIN")
+                con.execute(f"CREATE OR REPLACE TABLE episode_table AS SELECT * FROM {parquet_scan([copy])}")
+                con.execute(f"DROP TABLE IF EXISTS {SERIES_VERSIONS}")  # the next store writes it whole
+                con.execute("DELETE FROM cache_source")
+                con.execute(f"INSERT INTO cache_source VALUES ({sql_text(tag)})")
+                con.execute("COMMIT")
 
     def _refresh_label_history(self, con: duckdb.DuckDBPyConnection) -> None:
         """Bring the table `label_history` to the changed rows of every label generation, each
@@ -340,28 +352,24 @@ class Warehouse(dg.ConfigurableResource):
             con.execute(f"DELETE FROM {HISTORY_READ}")
         names = sorted(current) if renewed else sorted(set(current) - set(loaded))
         if names:  # in one statement (one statement a generation: 15 s in a rehost of 10,000 episodes)
-            if is_local(folder):  # DuckDB reads the files where they are (0.5 s for 3,000)
-                source, parameters = "read_parquet(?, union_by_name = true)", [
-                    [str(local_path(folder / name)) for name in names]]
-            else:  # a GET each (none for what this process wrote), read by Polars
-                generations = [pl.read_parquet(io.BytesIO(read_bytes(folder / name, found[name]))) for name in names]
-                con.register("generation", pl.concat(generations, how="diagonal_relaxed").to_arrow())
-                source, parameters = "generation", []
-            selected = LABEL_HISTORY.format(source=source)
-            try:
-                con.execute(f"INSERT INTO label_history {selected}" if not renewed
-                            else f"CREATE TABLE label_history AS {selected}", parameters)
-            except duckdb.Error as exc:  # DuckDB names a file by its whole path, which may name the user
-                reason = str(exc).splitlines()[0]
-                if is_local(folder):
-                    reason = reason.replace(str(local_path(folder)), LABEL_STATE)
-                raise RuntimeError(f"the label history cannot be read: {reason}") from None
-            if not is_local(folder):
-                con.unregister("generation")
-            read = pl.DataFrame({"name": names, "identity": [current[name] for name in names]})
-            con.register("read", read.to_arrow())
-            con.execute(f"INSERT INTO {HISTORY_READ} SELECT name, identity FROM read")
-            con.unregister("read")
+            with ExitStack() as stack:
+                if is_local(folder):  # DuckDB reads the files where they are (0.5 s for 3,000)
+                    files, shown = [local_path(folder / name) for name in names], str(local_path(folder))
+                else:  # a GET each (none for what this process wrote), read by Polars into one file
+                    files = [stack.enter_context(scratch_file(self.database))]
+                    shown = str(files[0])
+                    generations = [pl.read_parquet(io.BytesIO(read_bytes(folder / name, found[name])))
+                                   for name in names]
+                    pl.concat(generations, how="diagonal_relaxed").write_parquet(files[0])
+                selected = LABEL_HISTORY.format(source=parquet_scan(files))
+                try:
+                    con.execute(f"INSERT INTO label_history {selected}" if not renewed
+                                else f"CREATE TABLE label_history AS {selected}")
+                except duckdb.Error as exc:  # DuckDB names a file by its whole path, which may name the user
+                    reason = str(exc).splitlines()[0].replace(shown, LABEL_STATE)
+                    raise RuntimeError(f"the label history cannot be read: {reason}") from None
+            read = ", ".join(f"({sql_text(name)}, {sql_text(current[name])})" for name in names)
+            con.execute(f"INSERT INTO {HISTORY_READ} VALUES {read}")
         con.execute("COMMIT")
 
     @property

@@ -39,7 +39,7 @@ def _resources_env(runs, monkeypatch) -> dict[str, str]:
 
 def _resources(runs, monkeypatch):
     resources = resources_from_environ(_resources_env(runs, monkeypatch))
-    return {key: resources[key] for key in ("runs_root", "project_meta", "scrub_settings")}
+    return {key: resources[key] for key in ("runs_root", "project_meta", "scrub_settings", "dataset_folder")}
 
 
 def test_new_series_sensor_adds_partitions_and_requests_their_runs(sample_runs, pipeline_env, tmp_path, monkeypatch):

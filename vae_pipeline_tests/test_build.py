@@ -3,6 +3,7 @@
 import importlib
 import json
 import re
+import shutil
 from datetime import date
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from vae_pipeline.domain.dataset.card import CARD_COLUMNS, render_card
 from vae_pipeline.domain.dataset.rows import DATASET_COLUMNS
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META, copy_runs, isolate
+from vae_pipeline_tests.dataset_bytes import published
 
 # contract 1's bad-input kinds as the generator plants them -> (file, words of the reason);
 # None: the file is the archive or folder itself
@@ -185,13 +187,29 @@ def test_the_card_reads_only_the_columns_it_names(built_once):
     assert f"| Episodes | {rows.height} (" in made["its columns"]
 
 
-def test_second_build_materializes_nothing(built, pipeline_env):
+# the assets that write into the dataset folder (contract 3: rows, archives and videos, meta/, the
+# card, the leaderboard's and the judge agreement's tables)
+DATASET_WRITERS = {"dataset_rows", "dataset_episodes", "dataset_meta", "dataset_card", "leaderboard", "judge_agreement"}
+
+
+def test_second_build_materializes_nothing_but_writes_another_or_a_deleted_folder_again(built, pipeline_env,
+                                                                                         tmp_path):
     runs, _, _ = built
     dataset = pipeline_env["dataset"]
     before = snapshot(dataset)
     again = build(runs, dataset)
     assert again["materialized"] == {}
     assert snapshot(dataset) == before
+    # `--out` another folder, then that folder deleted: the dataset is written there each time,
+    # the same files, and no series stage runs again
+    elsewhere = tmp_path / "elsewhere"
+    for _ in range(2):
+        moved = build(runs, elsewhere)
+        assert DATASET_WRITERS <= set(moved["materialized"]), moved["materialized"]
+        assert all(partitions == [None] for partitions in moved["materialized"].values()), moved["materialized"]
+        assert published(elsewhere) == published(dataset)
+        assert build(runs, elsewhere)["materialized"] == {}
+        shutil.rmtree(elsewhere)
 
 
 def test_a_changed_series_rematerializes_only_its_partition_and_downstream(built, sample_runs, pipeline_env):

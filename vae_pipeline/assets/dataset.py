@@ -28,6 +28,7 @@ from vae_pipeline.storage.versions import (
     frame_version,
     outdated_stages,
     record_metadata,
+    written_source,
 )
 
 WITHHELD = "withheld.jsonl"
@@ -201,5 +202,5 @@ def dataset_rows(context: dg.AssetExecutionContext, project_meta: ProjectMeta,
         "rows": rows.height,
         "series": dg.MetadataValue.json(sorted(set(rows["series"].to_list()))),
         "preview": markdown_table(rows, ("id", "series", "family", "aspect", "label", "turns", "video_ok")),
-        **record_metadata(context, withheld_source(project_meta)),
+        **record_metadata(context, written_source(withheld_source(project_meta), dataset_folder.source())),
     })

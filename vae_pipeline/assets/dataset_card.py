@@ -11,7 +11,7 @@ from vae_pipeline.domain.leaderboard.tables import leaderboard_section
 from vae_pipeline.domain.objects import put_bytes
 from vae_pipeline.domain.table_versions import content_version
 from vae_pipeline.storage.resources import DatasetFolder
-from vae_pipeline.storage.versions import record_metadata
+from vae_pipeline.storage.versions import record_metadata, written_source
 
 
 # the comparisons: the leaderboard's publish checks on this asset read them (and entrants)
@@ -34,5 +34,5 @@ def dataset_card(context: dg.AssetExecutionContext, dataset_folder: DatasetFolde
         data_version=dg.DataVersion(content_version(stats, rubric["version"][0], series, board)),
         metadata={"rows": len(rows), "refreshed_at": refreshed_at,
                   "stats": dg.MetadataValue.md("| | |\n|---|---|\n" + stats),
-                  **record_metadata(context)},
+                  **record_metadata(context, written_source(None, dataset_folder.source()))},
     )

@@ -35,7 +35,7 @@ from vae_pipeline.domain.check_items import said_of
 from vae_pipeline.domain.table_versions import content_version
 from vae_pipeline.storage.io_manager import ROLLUPS
 from vae_pipeline.storage.resources import DatasetFolder, Warehouse
-from vae_pipeline.storage.versions import record_metadata
+from vae_pipeline.storage.versions import record_metadata, written_source
 
 
 PUBLISHED_FOLDERS = ("videos", "episodes")  # what `dataset_episodes` writes in the dataset folder
@@ -122,7 +122,7 @@ def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, da
                               [(r["id"], r["archive_sha256"], r["label"], r["rehosted_at"]) for r in rows])
     return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
         "episodes": len(rows), "files_written": written, "files_removed": removed,
-        **record_metadata(context),
+        **record_metadata(context, written_source(None, dataset_folder.source())),
     })
 
 

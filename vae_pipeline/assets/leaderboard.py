@@ -48,7 +48,7 @@ from vae_pipeline.domain.episodes.series import COMPARISONS_DIR, discover_series
 from vae_pipeline.domain.table_versions import content_version
 from vae_pipeline.storage.io_manager import parquet_bytes
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, RunsRoot, ScrubSettings, Warehouse
-from vae_pipeline.storage.versions import frame_version, record_metadata
+from vae_pipeline.storage.versions import frame_version, record_metadata, written_source
 
 HUMAN_DIR = "human"
 
@@ -234,7 +234,7 @@ def leaderboard(context: dg.AssetExecutionContext, project_meta: ProjectMeta, da
         "chart": dg.MetadataValue.md(image),
         "rounds": project_meta.leaderboard_rounds, "seed": project_meta.leaderboard_seed,
         "parquet": dg.MetadataValue.path(str(root / LEADERBOARD_PARQUET)),
-        **record_metadata(context, leaderboard_source(project_meta)),
+        **record_metadata(context, written_source(leaderboard_source(project_meta), dataset_folder.source())),
     })
 
 
@@ -250,7 +250,7 @@ def judge_agreement(context: dg.AssetExecutionContext, dataset_folder: DatasetFo
         "vote_lines": int(table.filter(pl.col("bucket") == "all")["lines"].sum() or 0),
         "table": markdown_table(table, ("axis", "bucket", "lines", "agreement", "order_consistency",
                                         "position_bias"), limit=40),
-        **record_metadata(context),
+        **record_metadata(context, written_source(None, dataset_folder.source())),
     })
 
 

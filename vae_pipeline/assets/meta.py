@@ -23,7 +23,7 @@ from vae_pipeline.domain.verdicts.rubric import (
 from vae_pipeline.domain.episodes.strict_json import loads
 from vae_pipeline.domain.table_versions import content_version
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, meta_problem
-from vae_pipeline.storage.versions import frame_version, record_metadata
+from vae_pipeline.storage.versions import frame_version, record_metadata, written_source
 
 PUBLISHED_META = ("brief.schema.json", "actor-prompt.md")
 
@@ -180,5 +180,5 @@ def dataset_meta(context: dg.AssetExecutionContext, project_meta: ProjectMeta,
         write_if_changed(dataset_folder.root / dest, src.read_bytes(), heads)
     return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
         "files": dg.MetadataValue.json(sorted(wanted)),
-        **record_metadata(context, version),
+        **record_metadata(context, written_source(version, dataset_folder.source())),
     })

@@ -16,12 +16,15 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from vae_pipeline.assets import ASSETS, PUBLISH_CHECKS
 from vae_pipeline.assets.bundles import bundles
 from vae_pipeline.assets.dataset import dataset_rows, withheld_source
+from vae_pipeline.assets.dataset_card import dataset_card
+from vae_pipeline.assets.dataset_episodes import dataset_episodes
 from vae_pipeline.assets.episodes import episodes, episodes_sources
 from vae_pipeline.assets.leaderboard import (
     comparisons_source,
     entrants,
     entrants_source,
     human_votes,
+    judge_agreement,
     leaderboard,
     leaderboard_source,
     pairwise_judgments,
@@ -41,8 +44,8 @@ from vae_pipeline.assets.scrub_settings import scrub_config, scrub_source
 from vae_pipeline.domain.episodes.series import Skipped, discover_series
 from vae_pipeline.storage.checks import unevaluated_partitions
 from vae_pipeline.storage.partitions import SERIES, add_series
-from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings
-from vae_pipeline.storage.versions import SourceVersions, StaleItem, stale_items
+from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, RunsRoot, ScrubSettings
+from vae_pipeline.storage.versions import SourceVersions, StaleItem, stale_items, written_source
 
 REFRESH_TAG = "vae/refresh"
 
@@ -52,22 +55,27 @@ def asset_specs() -> list[dg.AssetSpec]:
 
 
 def source_versions(runs_root: RunsRoot, project_meta: ProjectMeta, scrub_settings: ScrubSettings,
-                    partitions: list[str]) -> SourceVersions:
-    """The current version of the files (and settings) each file-reading asset reads; the series'
-    folders are read all at once when the first is asked for."""
+                    dataset_folder: DatasetFolder, partitions: list[str]) -> SourceVersions:
+    """The current version of the files (and settings) each file-reading asset reads, and which
+    dataset folder each asset writing there would write; the series' folders are read all at once
+    when the first is asked for."""
     by_series = functools.cache(lambda: episodes_sources(runs_root, project_meta, scrub_settings, partitions))
+    folder = functools.cache(dataset_folder.source)
     return {
         bundles.key: lambda _: scrub_source(project_meta, scrub_settings),
         episodes.key: lambda series: by_series()[series],
         brief_bank.key: lambda _: brief_bank_source(project_meta),
         rubric.key: lambda _: rubric_source(project_meta),
-        dataset_meta.key: lambda _: dataset_meta_source(project_meta),
-        dataset_rows.key: lambda _: withheld_source(project_meta),
+        dataset_meta.key: lambda _: written_source(dataset_meta_source(project_meta), folder()),
+        dataset_rows.key: lambda _: written_source(withheld_source(project_meta), folder()),
+        dataset_episodes.key: lambda _: written_source(None, folder()),
+        dataset_card.key: lambda _: written_source(None, folder()),
+        judge_agreement.key: lambda _: written_source(None, folder()),
         review_site.key: lambda _: review_site_source(project_meta),
         entrants.key: lambda _: entrants_source(runs_root, project_meta, scrub_settings),
         pairwise_judgments.key: lambda _: comparisons_source(runs_root, human=False),
         human_votes.key: lambda _: comparisons_source(runs_root, human=True),
-        leaderboard.key: lambda _: leaderboard_source(project_meta),
+        leaderboard.key: lambda _: written_source(leaderboard_source(project_meta), folder()),
     }
 
 
@@ -110,10 +118,11 @@ def check_keys() -> list[dg.AssetCheckKey]:
 
 
 def stale(instance: dg.DagsterInstance, runs_root: RunsRoot, project_meta: ProjectMeta,
-          scrub_settings: ScrubSettings) -> list[StaleItem]:
+          scrub_settings: ScrubSettings, dataset_folder: DatasetFolder) -> list[StaleItem]:
     partitions = instance.get_dynamic_partitions(SERIES)
-    return stale_items(instance, asset_specs(), source_versions(runs_root, project_meta, scrub_settings, partitions),
-                       partitions, unevaluated_partitions(instance, check_keys(), partitions))
+    sources = source_versions(runs_root, project_meta, scrub_settings, dataset_folder, partitions)
+    return stale_items(instance, asset_specs(), sources, partitions,
+                       unevaluated_partitions(instance, check_keys(), partitions))
 
 
 # The assets whose steps read a series' folder of the runs root (fetched first on a bucket).

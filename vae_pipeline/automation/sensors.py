@@ -17,7 +17,7 @@ from vae_pipeline.automation.planner import (
 )
 from vae_pipeline.engines.instance import writer_busy
 from vae_pipeline.storage.partitions import SERIES, add_series
-from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, ScrubSettings
+from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, RunsRoot, ScrubSettings
 
 WRITER_BUSY = "a vae command is writing (it brings everything up to date)"
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -25,8 +25,8 @@ IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dag
 
 
 @dg.sensor(job=refresh_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
-def new_series_sensor(context: dg.SensorEvaluationContext, runs_root: RunsRoot,
-                      project_meta: ProjectMeta, scrub_settings: ScrubSettings) -> dg.SensorResult | dg.SkipReason:
+def new_series_sensor(context: dg.SensorEvaluationContext, runs_root: RunsRoot, project_meta: ProjectMeta,
+                      scrub_settings: ScrubSettings, dataset_folder: DatasetFolder) -> dg.SensorResult | dg.SkipReason:
     """Adds a partition for every new series under the runs root and requests its first runs."""
     if writer_busy(dict(os.environ)):
         return dg.SkipReason(WRITER_BUSY)
@@ -37,12 +37,13 @@ def new_series_sensor(context: dg.SensorEvaluationContext, runs_root: RunsRoot,
         return dg.SkipReason("no new series")
     add_series(context.instance, changes.added)
     new = set(changes.added)
-    items = [item for item in stale(context.instance, runs_root, project_meta, scrub_settings) if item.partition in new]
+    items = [item for item in stale(context.instance, runs_root, project_meta, scrub_settings, dataset_folder)
+             if item.partition in new]
     return dg.SensorResult(run_requests=run_requests(items, context.instance.get_dynamic_partitions(SERIES)))
 
 
 def continue_refresh(context: dg.RunStatusSensorContext, runs_root: RunsRoot, project_meta: ProjectMeta,
-                     scrub_settings: ScrubSettings):
+                     scrub_settings: ScrubSettings, dataset_folder: DatasetFolder):
     """Launch the next stage of a refresh once none of its runs is still in flight."""
     if context.dagster_run.tags.get(REFRESH_TAG) != "true":
         return dg.SkipReason("not a refresh run")
@@ -52,7 +53,7 @@ def continue_refresh(context: dg.RunStatusSensorContext, runs_root: RunsRoot, pr
         dg.RunsFilter(statuses=IN_FLIGHT, tags={REFRESH_TAG: "true"}), limit=1)
     if in_flight:
         return dg.SkipReason("refresh runs still in flight")
-    requests = run_requests(stale(context.instance, runs_root, project_meta, scrub_settings),
+    requests = run_requests(stale(context.instance, runs_root, project_meta, scrub_settings, dataset_folder),
                             context.instance.get_dynamic_partitions(SERIES))
     return requests or dg.SkipReason("everything is up to date")
 
@@ -60,6 +61,6 @@ def continue_refresh(context: dg.RunStatusSensorContext, runs_root: RunsRoot, pr
 @dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, request_job=refresh_job,
                       default_status=dg.DefaultSensorStatus.RUNNING)
 def refresh_followup_sensor(context: dg.RunStatusSensorContext, runs_root: RunsRoot, project_meta: ProjectMeta,
-                            scrub_settings: ScrubSettings):
+                            scrub_settings: ScrubSettings, dataset_folder: DatasetFolder):
     """After a refresh run succeeds, the next stage (a failing publish check fails no run)."""
-    return continue_refresh(context, runs_root, project_meta, scrub_settings)
+    return continue_refresh(context, runs_root, project_meta, scrub_settings, dataset_folder)

@@ -83,7 +83,8 @@ def _build(instance: dg.DagsterInstance, env: dict[str, str], max_rounds: int, l
     rechecked: set[tuple[dg.AssetKey, str | None]] = set()  # re-run once for checks a dead run left unevaluated
     for round_number in range(1, max_rounds + 1):
         partitions = instance.get_dynamic_partitions(SERIES)
-        items = [i for i in stale(instance, runs_root, project_meta, resources["scrub_settings"])
+        items = [i for i in stale(instance, runs_root, project_meta, resources["scrub_settings"],
+                                       resources["dataset_folder"])
                  if (i.key, i.partition) not in failed_keys
                  and not (i.reason == CHECKS_NOT_EVALUATED and (i.key, i.partition) in rechecked)]
         rechecked.update((i.key, i.partition) for i in items if i.reason == CHECKS_NOT_EVALUATED)

@@ -44,6 +44,7 @@ from vae_pipeline.domain.episodes.fingerprints import series_fingerprints
 from vae_pipeline.domain.episodes.series import COMPARISONS_DIR, EpisodeEntry
 from vae_pipeline.domain.episodes.strict_json import DEFAULT_MAX_LINE_BYTES
 from vae_pipeline.domain.files import scratch_file
+from vae_pipeline.domain.table_versions import content_version
 
 
 SERIES_AHEAD = 2  # series of a bucket fetched ahead while `episodes` parses (3 measured no faster)
@@ -400,6 +401,18 @@ class DatasetFolder(dg.ConfigurableResource):
     def root(self) -> UPath:
         return location(self.path)
 
+    def source(self) -> str:
+        """Which folder the published files go to, in the source version of each asset that writes
+        there: another `--out`, or the folder deleted and made again, is stale for all of them, so
+        the next build writes the dataset there rather than find it up to date. On disk the folder
+        is made here and named by its inode too (not by its device, which another machine mounting
+        it numbers differently); a bucket prefix by its name. A digest: the path may name a user."""
+        root = self.root
+        if not is_local(root):
+            return content_version(str(root))
+        folder = local_path(root)
+        folder.mkdir(parents=True, exist_ok=True)
+        return content_version(str(folder.resolve()), folder.stat().st_ino)
 
 
 class ScrubSettings(dg.ConfigurableResource):

@@ -185,6 +185,12 @@ def _upstream_version(latest: Latest, key: dg.AssetKey, partition: str | None, p
     return [(p, _version(latest(key, p))) for p in sorted(partitions)]
 
 
+def written_source(source: str | None, folder: str) -> str:
+    """The source version of an asset that writes into the dataset folder: its own (if any) and
+    which folder it writes (`DatasetFolder.source`)."""
+    return content_version(source or "", folder)
+
+
 def record_metadata(context: dg.AssetExecutionContext, source: str | None = None,
                     latest: Latest | None = None) -> dict[str, str]:
     """The metadata an unpartitioned asset adds to its materialization so that staleness can be

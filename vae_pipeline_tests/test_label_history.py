@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import dagster as dg
 import polars as pl
 import pytest
 from upath import UPath
@@ -209,3 +210,18 @@ def test_the_warehouse_reads_values_with_quotes_and_never_imports_pandas(home: s
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout) == {"rows": [["it's-e1"]], "history": [["it's-e1", "PASS", "FAIL"]],
                                        "pandas": False}
+
+
+def test_a_stored_episode_table_that_cannot_be_read_is_named_not_by_the_scratch_path(s3_environ, make_bucket,
+                                                                                   tmp_path: Path):
+    """On a bucket DuckDB reads the stored table from a copy in this machine's scratch folder: its
+    error names the table in the home, never that folder (which may name the user)."""
+    home = f"s3://{make_bucket()}/home"
+    scratch = tmp_path / "users-own-scratch"
+    warehouse = Warehouse(path=home, scratch_path=str(scratch))
+    stored = warehouse.table(dg.AssetKey("episode_table"), None)
+    stored.write_bytes(b"not a parquet file")
+    with pytest.raises(RuntimeError) as raised:
+        warehouse.connect()
+    assert "tables/episode_table/table.parquet" in str(raised.value)
+    assert str(scratch) not in str(raised.value) and "users-own-scratch" not in str(raised.value)

@@ -235,6 +235,12 @@ def parquet_scan(files: list[Path]) -> str:
     return f"read_parquet([{', '.join(sql_text(file.as_posix()) for file in files)}], union_by_name = true)"
 
 
+def first_line(exc: duckdb.Error, path: str, name: str) -> str:
+    """The first line of DuckDB's error, which names a file by its whole path (it may name the
+    user), with `name` in the path's place."""
+    return str(exc).splitlines()[0].replace(path, name)
+
+
 def table_names(con: duckdb.DuckDBPyConnection, *, with_type: bool = False) -> set:
     """The names of the tables and views (with `with_type`: (name, `BASE TABLE` or `VIEW`))."""
     rows = con.execute("SELECT table_name, table_type FROM information_schema.tables").fetchall()
@@ -318,7 +324,11 @@ class Warehouse(dg.ConfigurableResource):
             with scratch_file(self.database) as copy:
                 copy.write_bytes(read_bytes(stored))
                 con.execute("BEGIN")
-                con.execute(f"CREATE OR REPLACE TABLE episode_table AS SELECT * FROM {parquet_scan([copy])}")
+                try:
+                    con.execute(f"CREATE OR REPLACE TABLE episode_table AS SELECT * FROM {parquet_scan([copy])}")
+                except duckdb.Error as exc:
+                    raise RuntimeError("the stored episode_table cannot be read: "
+                                       f"{first_line(exc, str(copy), 'tables/episode_table/table.parquet')}") from None
                 con.execute(f"DROP TABLE IF EXISTS {SERIES_VERSIONS}")  # the next store writes it whole
                 con.execute("DELETE FROM cache_source")
                 con.execute(f"INSERT INTO cache_source VALUES ({sql_text(tag)})")
@@ -366,9 +376,8 @@ class Warehouse(dg.ConfigurableResource):
                 try:
                     con.execute(f"INSERT INTO label_history {selected}" if not renewed
                                 else f"CREATE TABLE label_history AS {selected}")
-                except duckdb.Error as exc:  # DuckDB names a file by its whole path, which may name the user
-                    reason = str(exc).splitlines()[0].replace(shown, LABEL_STATE)
-                    raise RuntimeError(f"the label history cannot be read: {reason}") from None
+                except duckdb.Error as exc:
+                    raise RuntimeError(f"the label history cannot be read: {first_line(exc, shown, LABEL_STATE)}") from None
             read = ", ".join(f"({sql_text(name)}, {sql_text(current[name])})" for name in names)
             con.execute(f"INSERT INTO {HISTORY_READ} VALUES {read}")
         con.execute("COMMIT")

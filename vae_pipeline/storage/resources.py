@@ -241,6 +241,15 @@ def first_line(exc: duckdb.Error, path: str, name: str) -> str:
     return str(exc).splitlines()[0].replace(path, name)
 
 
+EPISODE_TABLE = dg.AssetKey("episode_table")
+
+
+def table_name(key: dg.AssetKey, partition: str | None) -> str:
+    """An asset's (partition's) table in the home: `tables/<asset>/<series>.parquet`
+    (`table.parquet` unpartitioned)."""
+    return "/".join(("tables", *key.path, f"{partition}.parquet" if partition else "table.parquet"))
+
+
 def table_names(con: duckdb.DuckDBPyConnection, *, with_type: bool = False) -> set:
     """The names of the tables and views (with `with_type`: (name, `BASE TABLE` or `VIEW`))."""
     rows = con.execute("SELECT table_name, table_type FROM information_schema.tables").fetchall()
@@ -278,8 +287,7 @@ class Warehouse(dg.ConfigurableResource):
 
     def table(self, key: dg.AssetKey, partition: str | None) -> UPath:
         """Where an asset's (partition's) table is stored."""
-        return self.home.joinpath("tables", *key.path, f"{partition}.parquet" if partition else "table.parquet")
-
+        return self.home / table_name(key, partition)
 
     @property
     def database(self) -> Path:
@@ -316,7 +324,7 @@ class Warehouse(dg.ConfigurableResource):
     def _refresh_cache(self, con: duckdb.DuckDBPyConnection) -> None:
         """Make this machine's DuckDB cache hold the stored `episode_table` (reloaded when its
         object's ETag is not the one the cache was loaded from) and the `label_history` table."""
-        stored = self.table(dg.AssetKey("episode_table"), None)
+        stored = self.table(EPISODE_TABLE, None)
         tag = etag(stored)
         con.execute("CREATE TABLE IF NOT EXISTS cache_source (etag VARCHAR)")
         loaded = con.execute("SELECT etag FROM cache_source").fetchall()
@@ -328,7 +336,7 @@ class Warehouse(dg.ConfigurableResource):
                     con.execute(f"CREATE OR REPLACE TABLE episode_table AS SELECT * FROM {parquet_scan([copy])}")
                 except duckdb.Error as exc:
                     raise RuntimeError("the stored episode_table cannot be read: "
-                                       f"{first_line(exc, str(copy), 'tables/episode_table/table.parquet')}") from None
+                                       f"{first_line(exc, str(copy), table_name(EPISODE_TABLE, None))}") from None
                 con.execute(f"DROP TABLE IF EXISTS {SERIES_VERSIONS}")  # the next store writes it whole
                 con.execute("DELETE FROM cache_source")
                 con.execute(f"INSERT INTO cache_source VALUES ({sql_text(tag)})")

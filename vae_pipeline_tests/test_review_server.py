@@ -13,13 +13,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
 import pytest
 
-from vae_pipeline.review.server import review_server
+from vae_pipeline.review.server import ReviewServer, review_server
 from vae_pipeline.sample.generator import generate
 from vae_pipeline_tests.conftest import META, isolate
 
@@ -37,16 +39,24 @@ def home(tmp_path_factory) -> Path:
     return paths["home"]
 
 
+@contextmanager
+def running(home: Path, **limits: float) -> Iterator[ReviewServer]:
+    """The review server of `home` on a free port, in this process, answering until the end."""
+    server = review_server(home, 0, **limits)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        _wait_for_port(server.server_port)
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture
 def serving(home):
-    """The review server on a free port, in this process, with a 1 s idle timeout."""
-    server = review_server(home, 0, idle_timeout_s=1.0, max_connections=1500)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _wait_for_port(server.server_port)
-    yield server
-    server.shutdown()
-    server.server_close()
+    """The review server with a 1 s idle timeout."""
+    with running(home, idle_timeout_s=1.0, max_connections=1500) as server:
+        yield server
 
 
 def _wait_for_port(port: int) -> None:
@@ -189,45 +199,36 @@ def test_idle_connections_neither_exhaust_the_server_nor_stay_open(home):
     """1,000 connections that send nothing and 50 that send half a request: a request is answered
     while they are all still open (not after the server gave up on them), no thread is held for
     them, and the server closes them all after its idle timeout."""
-    server = review_server(home, 0, idle_timeout_s=4.0, max_connections=1500)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _wait_for_port(server.server_port)
-    threads_before = threading.active_count()
-    idle = [socket.create_connection(("127.0.0.1", server.server_port), timeout=10) for _ in range(1000)]
-    for sock in idle[:50]:
-        sock.sendall(b"GET /review/index.html HTTP/1.1\r\nHost: x\r\n")  # never finished
-    try:
-        connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=10)
-        connection.request("GET", "/review/index.html")
-        assert connection.getresponse().status == 200
-        connection.close()
-        for sock in idle:  # none closed yet: the answer did not wait for the idle timeout
-            sock.setblocking(False)
-            with pytest.raises(BlockingIOError):
-                sock.recv(1024)
-        assert threading.active_count() <= threads_before + 5  # the old server held one per connection
-        deadline = time.monotonic() + 15
-        for sock in idle:
-            sock.settimeout(max(deadline - time.monotonic(), 0.1))
-            try:
-                received = sock.recv(1024)
-            except ConnectionResetError:  # closed with a reset (a loaded machine's backlog): closed too
-                received = b""
-            assert received == b"", "an idle connection was not closed"
-    finally:
-        for sock in idle:
-            sock.close()
-        server.shutdown()
-        server.server_close()
+    with running(home, idle_timeout_s=6.0, max_connections=1500) as server:
+        threads_before = threading.active_count()
+        idle = [socket.create_connection(("127.0.0.1", server.server_port), timeout=10) for _ in range(1000)]
+        for sock in idle[:50]:
+            sock.sendall(b"GET /review/index.html HTTP/1.1\r\nHost: x\r\n")  # never finished
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=10)
+            connection.request("GET", "/review/index.html")
+            assert connection.getresponse().status == 200
+            connection.close()
+            for sock in idle:  # none closed yet: the answer did not wait for the idle timeout
+                sock.setblocking(False)
+                with pytest.raises(BlockingIOError):
+                    sock.recv(1024)
+            assert threading.active_count() <= threads_before + 5  # the old server held one per connection
+            deadline = time.monotonic() + 20
+            for sock in idle:
+                sock.settimeout(max(deadline - time.monotonic(), 0.1))
+                try:
+                    received = sock.recv(1024)
+                except ConnectionResetError:  # closed with a reset (a loaded machine's backlog): closed too
+                    received = b""
+                assert received == b"", "an idle connection was not closed"
+        finally:
+            for sock in idle:
+                sock.close()
 
 
 def test_connections_past_the_limit_get_a_503_until_idle_ones_are_closed(home):
-    server = review_server(home, 0, idle_timeout_s=3.0, max_connections=20)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        _wait_for_port(server.server_port)
+    with running(home, idle_timeout_s=3.0, max_connections=20) as server:
         idle = [socket.create_connection(("127.0.0.1", server.server_port)) for _ in range(25)]
         started = time.monotonic()
         statuses = []
@@ -238,6 +239,3 @@ def test_connections_past_the_limit_get_a_503_until_idle_ones_are_closed(home):
         assert get(server.server_port, "/review/index.html")[0] == 200
         for sock in idle:
             sock.close()
-    finally:
-        server.shutdown()
-        server.server_close()

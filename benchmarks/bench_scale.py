@@ -1,6 +1,7 @@
 """Benchmark: cost that grows with the change, not with the dataset (1,000 and 10,000 episodes).
 
-    python benchmarks/bench_scale.py [--episodes 1000] [--episodes 100,1000] [--profile DIR] [--floor 250] [--keep] [--runs-from DIR] [--cold]
+    python benchmarks/bench_scale.py [--episodes 1000] [--episodes 100,1000] [--profile DIR] [--floor 250]
+        [--new-series-floor 2500] [--keep] [--runs-from DIR] [--cold]
 
 For each size N (series of 4 good episodes, the generator's own thumbnail clips: 192x108 / 108x192
 / 144x144 at 15 fps, ~0.1 MB an episode, so 10,000 fit the machine), in a temp dir with its own
@@ -42,9 +43,12 @@ visit of each, with a new tab each time).
 empty series-partitioned asset over P partitions (each with one metadata entry, as the assets
 record), against the same run over one partition; the same with Dagster's one planned event for
 the whole range instead of one per partition, and how many partitions of a failing run Dagster
-then marks failed; and per run and per step: a run of one empty asset, and of 20 in a chain. `--floor-on postgres` measures the same on a new database of the
-PostgreSQL server on 127.0.0.1 (the instance a deployment moves to), dropped afterwards;
-`--episodes ""` measures the floors alone.
+then marks failed; and per run and per step: a run of one empty asset, and of 20 in a chain.
+`--new-series-floor P` measures what Dagster costs the run of one new series as the series grow:
+a chain of 17 empty series-partitioned steps (as many as a build runs for a new series) run for a
+partition just added, beside 1 series and beside P. `--floor-on postgres` measures the floors on
+a new database of the PostgreSQL server on 127.0.0.1 (the instance a deployment moves to),
+dropped afterwards; `--episodes ""` measures the floors alone.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -470,11 +474,51 @@ def dagster_step_floor(steps: int, root: Path, on: str = "sqlite") -> None:
               f"{steps} steps {many:.2f} s = {(many - one) / (steps - 1) * 1000:.0f} ms per step; {load()}", flush=True)
 
 
+def dagster_new_series_floor(steps: int, partitions: int, root: Path, on: str = "sqlite") -> None:
+    """What Dagster costs the run of one new series, whatever the steps do, as the number of
+    series grows: a chain of `steps` empty series-partitioned assets run for a partition just
+    added, when the instance holds 1 series and when it holds `partitions` (the sizes in turns,
+    best of two each)."""
+    series = dg.DynamicPartitionsDefinition(name="series")
+    assets = []
+    for index in range(steps):
+        if index:
+            @dg.asset(name=f"stage_{index}", partitions_def=series, ins={"upstream": dg.AssetIn(f"stage_{index - 1}")})
+            def empty(upstream):
+                return None
+        else:
+            @dg.asset(name="stage_0", partitions_def=series)
+            def empty():
+                return None
+        assets.append(empty)
+    job = dg.Definitions(assets=assets, resources={"io_manager": nothing}).resolve_implicit_global_asset_job_def()
+    times: dict[int, list[float]] = {}
+    with ExitStack() as stack:
+        instances = {size: stack.enter_context(floor_instance(root / f"new-series-floor-{on}-{size}", on))
+                     for size in (1, partitions)}
+        for size, instance in instances.items():
+            instance.add_dynamic_partitions("series", [f"s{i:05d}" for i in range(size)])
+        for round_ in range(2):
+            for size, instance in instances.items():
+                key = f"new{round_}"
+                instance.add_dynamic_partitions("series", [key])
+                start = time.perf_counter()
+                job.execute_in_process(instance=instance, partition_key=key, run_config=QUIET)
+                times.setdefault(size, []).append(time.perf_counter() - start)
+    one, many = min(times[1]), min(times[partitions])
+    print(f"Dagster floor on {NAMES[on]}, one new series' run of {steps} empty series-partitioned steps: "
+          f"{one:.2f} s beside 1 series, {many:.2f} s beside {partitions} "
+          f"({(many - one) / steps * 1000:+.0f} ms a step); "
+          f"{load()}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", default="1000", help="sizes, comma-separated (multiples of 4)")
     parser.add_argument("--profile", type=Path, help="write cProfile stats of the later builds to this folder")
     parser.add_argument("--floor", type=int, default=0, help="also measure Dagster's cost per partition over P")
+    parser.add_argument("--new-series-floor", type=int, default=0, metavar="P",
+                        help="also measure Dagster's cost of one new series' run beside P series")
     parser.add_argument("--floor-on", choices=tuple(NAMES), default="sqlite", help="the instance the floors use")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (printed)")
     parser.add_argument("--ui", action="store_true", help="also time the Dagster UI's labels pages in Chromium")
@@ -496,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.floor:
             dagster_floor(args.floor, root, args.floor_on)
             dagster_step_floor(20, root, args.floor_on)
+        if args.new_series_floor:
+            dagster_new_series_floor(17, args.new_series_floor, root, args.floor_on)
         per_episode = {}
         for n in (int(s) for s in args.episodes.split(",") if s):
             results = one_size(n, root / str(n), args.profile, args.ui,

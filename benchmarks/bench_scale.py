@@ -444,28 +444,32 @@ def dagster_settings(settings: dict[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
+def empty_chain(length: int, partitions_def: dg.PartitionsDefinition | None = None) -> dg.JobDefinition:
+    """A job of `length` empty assets in a chain, each loading the one before through a no-op IO
+    manager (partitioned by `partitions_def`, if given): steps that cost only what Dagster does."""
+    assets = []
+    for index in range(length):
+        if index:
+            @dg.asset(name=f"step_{index}", partitions_def=partitions_def,
+                      ins={"upstream": dg.AssetIn(f"step_{index - 1}")})
+            def empty(upstream):
+                return None
+        else:
+            @dg.asset(name="step_0", partitions_def=partitions_def)
+            def empty():
+                return None
+        assets.append(empty)
+    return dg.Definitions(assets=assets, resources={"io_manager": nothing}).resolve_implicit_global_asset_job_def()
+
+
 def dagster_step_floor(steps: int, root: Path, on: str = "sqlite") -> None:
     """What Dagster costs per run and per step on SQLite, whatever the step does: a run of one
     empty unpartitioned asset, and of `steps` of them in a chain (each loading the one before
     through a no-op IO manager), as a build's runs over one new series are."""
-    def chain(length: int) -> dg.JobDefinition:
-        assets = []
-        for index in range(length):
-            if index:
-                @dg.asset(name=f"step_{index}", ins={"upstream": dg.AssetIn(f"step_{index - 1}")})
-                def empty(upstream):
-                    return None
-            else:
-                @dg.asset(name="step_0")
-                def empty():
-                    return None
-            assets.append(empty)
-        return dg.Definitions(assets=assets, resources={"io_manager": nothing}).resolve_implicit_global_asset_job_def()
-
     with floor_instance(root / f"step-floor-{on}", on) as instance:
         times: dict[int, list[float]] = {}
         for length in (1, steps, 1, steps):
-            job = chain(length)
+            job = empty_chain(length)
             start = time.perf_counter()
             job.execute_in_process(instance=instance, run_config=QUIET)
             times.setdefault(length, []).append(time.perf_counter() - start)
@@ -479,19 +483,7 @@ def dagster_new_series_floor(steps: int, partitions: int, root: Path, on: str = 
     series grows: a chain of `steps` empty series-partitioned assets run for a partition just
     added, when the instance holds 1 series and when it holds `partitions` (the sizes in turns,
     best of two each)."""
-    series = dg.DynamicPartitionsDefinition(name="series")
-    assets = []
-    for index in range(steps):
-        if index:
-            @dg.asset(name=f"stage_{index}", partitions_def=series, ins={"upstream": dg.AssetIn(f"stage_{index - 1}")})
-            def empty(upstream):
-                return None
-        else:
-            @dg.asset(name="stage_0", partitions_def=series)
-            def empty():
-                return None
-        assets.append(empty)
-    job = dg.Definitions(assets=assets, resources={"io_manager": nothing}).resolve_implicit_global_asset_job_def()
+    job = empty_chain(steps, dg.DynamicPartitionsDefinition(name="series"))
     times: dict[int, list[float]] = {}
     with ExitStack() as stack:
         instances = {size: stack.enter_context(floor_instance(root / f"new-series-floor-{on}-{size}", on))

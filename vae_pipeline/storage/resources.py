@@ -385,7 +385,8 @@ class Warehouse(dg.ConfigurableResource):
                     con.execute(f"INSERT INTO label_history {selected}" if not renewed
                                 else f"CREATE TABLE label_history AS {selected}")
                 except duckdb.Error as exc:
-                    raise RuntimeError(f"the label history cannot be read: {first_line(exc, shown, LABEL_STATE)}") from None
+                    reason = first_line(exc, shown, LABEL_STATE)
+                    raise RuntimeError(f"the label history cannot be read: {reason}") from None
             read = ", ".join(f"({sql_text(name)}, {sql_text(current[name])})" for name in names)
             con.execute(f"INSERT INTO {HISTORY_READ} VALUES {read}")
         con.execute("COMMIT")

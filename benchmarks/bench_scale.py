@@ -519,6 +519,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs-from", type=Path, help="a folder --keep kept: its sizes' generated runs are taken "
                                                        "(moved) instead of generating them again")
     args = parser.parse_args(argv)
+    if 0 < args.floor < 5:
+        parser.error("--floor needs at least 5 partitions (it also times a failing run over 5)")
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     from vae_pipeline.definitions import defs  # noqa: F401  (import cost outside the timings)

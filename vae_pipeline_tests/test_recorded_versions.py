@@ -5,6 +5,7 @@ run was deleted (SQLite gives its storage ids to the next events)."""
 import dagster as dg
 import pytest
 
+from vae_pipeline.storage import versions
 from vae_pipeline.storage.versions import INPUTS_KEY, UPSTREAM_KEY, VERSION_KEY, latest_by_partition, recorded_value
 
 series = dg.DynamicPartitionsDefinition(name="series")
@@ -88,3 +89,34 @@ def test_an_event_of_a_deleted_run_is_never_answered_from_the_memo(home):
     assert before["s2"] == planned("v-old-s2")
     assert after == {"s1": planned("v-old-s1"), "s2": planned("v-new-s2")}
     assert asked == [new_id]
+
+
+def test_one_process_reads_the_stored_versions_once_and_writes_them_when_more_than_the_lag_are_missing(
+        home, monkeypatch):
+    """A build's run adds an event to each asset after every step: the steps after it fetch that
+    event alone, and the stored value (every partition's entry) is written again only when more
+    than STORE_LAG of the events this process fetched are missing from it."""
+    monkeypatch.setattr(versions, "STORE_LAG", 2)
+    home.mkdir()
+    made(home, "s1", "v-s1")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        reads, writes = [], []  # of the stored value (Dagster keeps values of its own there too)
+        ours = versions.RECORDED_VERSIONS.format(key="stage")
+        get, put = instance.run_storage.get_cursor_values, instance.run_storage.set_cursor_values
+        monkeypatch.setattr(instance.run_storage, "get_cursor_values",
+                            lambda keys: (reads.append(keys) if ours in keys else None) or get(keys))
+        monkeypatch.setattr(instance.run_storage, "set_cursor_values",
+                            lambda pairs: (writes.append(pairs) if ours in pairs else None) or put(pairs))
+        assert {p: e.metadata[VERSION_KEY] for p, e in latest_by_partition(instance, stage.key).items()} == \
+            {"s1": "v-s1"}
+        assert (len(reads), len(writes)) == (1, 1)  # the first read of this process fetched s1 and stored it
+        for number, partition in enumerate(("s2", "s3", "s4"), start=1):
+            instance.add_dynamic_partitions("series", [partition])
+            assert dg.materialize([stage], instance=instance, partition_key=partition,
+                                  tags={"planned_version": f"v-{partition}"}).success
+            latest = latest_by_partition(instance, stage.key)
+            assert latest[partition].metadata[VERSION_KEY] == f"v-{partition}"
+            assert len(reads) == 1
+            assert len(writes) == (1 if number <= 2 else 2)  # the third event fetched is one more than the lag
+    recorded, asked = read_back(home)  # a new process: the stored value holds all four
+    assert recorded == {p: planned(f"v-{p}") for p in ("s1", "s2", "s3", "s4")} and asked == []

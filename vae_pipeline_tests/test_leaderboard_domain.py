@@ -1,12 +1,14 @@
 """The leaderboard's statistics (contract 4) without Dagster: published test vectors, invariances,
 interval coverage, connectivity, and counts worked out by hand."""
 
+import io
 import json
 import math
 
 import numpy as np
 import polars as pl
 import pytest
+from PIL import Image
 
 from vae_pipeline.domain.leaderboard.ratings import (
     JUDGMENT_SCHEMA,
@@ -21,6 +23,7 @@ from vae_pipeline.domain.leaderboard.ratings import (
     read_judgments,
     read_votes,
 )
+from vae_pipeline.domain.leaderboard import tables
 from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
 
 
@@ -282,3 +285,46 @@ def test_runs_are_ranked_within_the_newest_benchmark_minor_version():
     assert ("- old (m3, benchmark 1.2.9): benchmark 1.2.9: the leaderboard ranks benchmark 1.3, the newest "
             "minor version") in section
     assert f"- unversioned (m4, benchmark none): {NO_VERSION}" in section and "crashed" not in section
+
+
+def test_the_chart_names_what_it_shows_and_is_drawn_again_only_when_that_changes(monkeypatch):
+    """The chart in the dataset folder is kept while it names the same rows (and drawing); other
+    rows, other bytes or no chart draw it anew."""
+    one = leaderboard(episodes_frame([]), combined_frame(CYCLE), rounds=20, seed=1)
+    other = leaderboard(episodes_frame([]), combined_frame(CYCLE), rounds=20, seed=2)  # other intervals
+    drawn = tables.chart_of(one, None)
+    with Image.open(io.BytesIO(drawn)) as image:
+        assert image.format == "PNG" and image.text[tables.CHART_OF] == tables.chart_key(one)
+    assert tables.chart_key(one) != tables.chart_key(other)
+
+    calls = []
+    draw = tables.leaderboard_chart
+    monkeypatch.setattr(tables, "leaderboard_chart", lambda table, key: calls.append(key) or draw(table, key))
+    assert tables.chart_of(one, drawn) == drawn and calls == []
+    redrawn = tables.chart_of(other, drawn)
+    assert calls == [tables.chart_key(other)] and redrawn != drawn
+    assert tables.drawn_from(redrawn) == tables.chart_key(other)
+    for stranger in (b"not a chart", b"\x89PNG\r\n\x1a\n" + bytes(40), _png_without_key()):
+        calls.clear()
+        assert tables.chart_of(one, stranger) == drawn and calls == [tables.chart_key(one)]
+    monkeypatch.setattr(tables, "CHART_STYLE", tables.CHART_STYLE + "-changed")  # a new drawing
+    calls.clear()
+    assert tables.drawn_from(tables.chart_of(one, drawn)) != tables.drawn_from(drawn) and len(calls) == 1
+
+
+def _png_without_key() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (4, 4)).save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_an_interval_that_misses_its_rating_by_rounding_still_draws():
+    """A bootstrap bound equal to the rating can come out a hair past it (floating point): the bar
+    is then empty on that side, not an error from matplotlib."""
+    table = leaderboard(episodes_frame([]), combined_frame(CYCLE), rounds=20, seed=1)
+    rated = pl.col("rating").is_not_null()
+    past = table.with_columns(lo=pl.when(rated).then(pl.col("rating") + 1e-9).otherwise("lo"),
+                              hi=pl.when(rated).then(pl.col("rating") - 1e-9).otherwise("hi"))
+    assert past.filter(rated).height and (past.filter(rated)["lo"] > past.filter(rated)["rating"]).all()
+    with Image.open(io.BytesIO(tables.chart_of(past, None))) as image:
+        assert image.format == "PNG" and image.text[tables.CHART_OF] == tables.chart_key(past)

@@ -10,6 +10,7 @@ import base64
 
 import dagster as dg
 import polars as pl
+from upath import UPath
 
 from vae_pipeline.assets.dataset import join_stages, read_withheld, stage_tables, withheld_source
 from vae_pipeline.assets.metadata import REFUSES_THE_RELEASE, markdown_table, problem_list
@@ -40,8 +41,8 @@ from vae_pipeline.domain.leaderboard.ratings import (
 from vae_pipeline.domain.leaderboard.ratings import (
     leaderboard as leaderboard_table,
 )
-from vae_pipeline.domain.leaderboard.tables import axis_table, leaderboard_chart, rows_of
-from vae_pipeline.domain.objects import write_if_changed
+from vae_pipeline.domain.leaderboard.tables import axis_table, chart_of, rows_of
+from vae_pipeline.domain.objects import read_bytes, write_if_changed
 from vae_pipeline.domain.dataset.rows import publishable
 from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
 from vae_pipeline.domain.episodes.series import COMPARISONS_DIR, discover_series
@@ -213,6 +214,14 @@ def overall_markdown(table: pl.DataFrame) -> str:
     return "\n".join(parts) or "no leaderboard: fewer than two actor models on shared briefs"
 
 
+def _drawn(path: UPath) -> bytes | None:
+    """The chart the dataset folder holds (None: none there)."""
+    try:
+        return read_bytes(path)
+    except FileNotFoundError:
+        return None
+
+
 @dg.asset(code_version="leaderboard-1", group_name="leaderboard", kinds={"parquet"})
 def leaderboard(context: dg.AssetExecutionContext, project_meta: ProjectMeta, dataset_folder: DatasetFolder,
                 entrants: pl.DataFrame, pairwise_judgments: pl.DataFrame) -> dg.Output[pl.DataFrame]:
@@ -224,7 +233,7 @@ def leaderboard(context: dg.AssetExecutionContext, project_meta: ProjectMeta, da
                               seed=project_meta.leaderboard_seed)
     root = dataset_folder.root
     write_if_changed(root / LEADERBOARD_PARQUET, parquet_bytes(table))
-    chart = leaderboard_chart(table)
+    chart = chart_of(table, _drawn(root / LEADERBOARD_CHART))
     write_if_changed(root / LEADERBOARD_CHART, chart)
     image = f"![leaderboard](data:image/png;base64,{base64.b64encode(chart).decode()})"
     return dg.Output(table, data_version=frame_version(table), metadata={

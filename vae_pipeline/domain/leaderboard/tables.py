@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from importlib.metadata import version
 
 import polars as pl
+from PIL import Image
 
 from vae_pipeline.domain.leaderboard.ratings import (
     BUCKETS,
@@ -15,6 +17,7 @@ from vae_pipeline.domain.leaderboard.ratings import (
     ranked_version,
     unranked_series,
 )
+from vae_pipeline.domain.table_versions import content_version, rows_version
 from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
 
 AXES_OF = {"scores": (*SCORE_AXES, OVERALL), "pairwise": (*PAIRWISE_AXES, OVERALL)}
@@ -116,8 +119,37 @@ def leaderboard_section(table: pl.DataFrame, agreement: pl.DataFrame, entrants: 
     return "\n".join(parts)
 
 
-def leaderboard_chart(table: pl.DataFrame) -> bytes:
-    """PNG: one panel per source and axis, each model's rating as a dot with its interval as a bar.
+CHART_OF = "vae-chart-of"  # the chart's PNG text entry naming what it shows (`chart_key`)
+CHART_STYLE = "1"  # change it with the drawing below: the charts drawn before are then drawn again
+
+
+def chart_key(table: pl.DataFrame) -> str:
+    """What a chart of `table` shows: the table's rows, the drawing's style and matplotlib's version."""
+    return content_version(rows_version(table), CHART_STYLE, version("matplotlib"))
+
+
+def drawn_from(chart: bytes) -> str | None:
+    """The `chart_key` a chart names (None: no chart of `leaderboard_chart`, or unreadable)."""
+    try:
+        with Image.open(io.BytesIO(chart)) as image:
+            return image.text.get(CHART_OF) if image.format == "PNG" else None
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+        return None
+
+
+def chart_of(table: pl.DataFrame, drawn: bytes | None) -> bytes:
+    """The chart of `table`: `drawn` (the one in the dataset folder) when it names the same
+    `chart_key`, else drawn anew. A build whose ratings did not move (a new series that is not
+    ranked, one model and no contest) then neither imports matplotlib nor draws: 0.4-0.6 s."""
+    key = chart_key(table)
+    if drawn is not None and drawn_from(drawn) == key:
+        return drawn
+    return leaderboard_chart(table, key)
+
+
+def leaderboard_chart(table: pl.DataFrame, key: str) -> bytes:
+    """PNG: one panel per source and axis, each model's rating as a dot with its interval as a bar;
+    `key` (`chart_key`) kept in its text entry CHART_OF.
 
     Drawn on a bare `Figure` (Agg, no pyplot: no display, no global figures), imported here:
     matplotlib is a fifth of every `vae` command's imports and only this draws."""
@@ -137,8 +169,9 @@ def leaderboard_chart(table: pl.DataFrame) -> bytes:
             rows = [r for r in rows_of(table, source, axis) if r["rating"] is not None]
             rows.sort(key=lambda r: r["rating"])
             ys = range(len(rows))
-            lower = [r["rating"] - (r["lo"] if r["lo"] is not None else r["rating"]) for r in rows]
-            upper = [(r["hi"] if r["hi"] is not None else r["rating"]) - r["rating"] for r in rows]
+            # a bound equal to the rating may come out a hair past it (rounding): an empty bar, not an error
+            lower = [max(r["rating"] - (r["lo"] if r["lo"] is not None else r["rating"]), 0.0) for r in rows]
+            upper = [max((r["hi"] if r["hi"] is not None else r["rating"]) - r["rating"], 0.0) for r in rows]
             ax.errorbar([r["rating"] for r in rows], list(ys), xerr=[lower, upper], fmt="o", color="#1f4e79",
                         ecolor="#7fa7cf", elinewidth=3, capsize=0)
             ax.set_yticks(list(ys), [r["model"] for r in rows], fontsize=7)
@@ -152,7 +185,7 @@ def leaderboard_chart(table: pl.DataFrame) -> bytes:
         grid[0][0].text(0.5, 0.5, "no leaderboard yet", ha="center")
     figure.tight_layout()
     out = io.BytesIO()
-    figure.savefig(out, format="png", dpi=110, metadata={"Software": None})
+    figure.savefig(out, format="png", dpi=110, metadata={"Software": None, CHART_OF: key})
     return out.getvalue()
 
 

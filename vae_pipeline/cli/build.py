@@ -19,6 +19,7 @@ from vae_pipeline.cli.common import CliError, episode_table_rows, paths_of, run_
 from vae_pipeline.cli.launch import run_job
 from vae_pipeline.cli.review import review_index
 from vae_pipeline.definitions import defs, resources_from_environ
+from vae_pipeline.engines.collector import paced_for_a_build
 from vae_pipeline.engines.executor import engine_of
 from vae_pipeline.engines.settings import apply_defaults, check_bucket
 from vae_pipeline.storage.checks import check_outcomes
@@ -56,8 +57,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
 def build(runs: Path, out: Path, *, rubric_version: str | None = None, max_rounds: int = 20,
           log_level: str = "CRITICAL") -> dict:
     """Materialize every stale or missing asset, stage by stage, on the persistent instance."""
-    with settings(**paths_of(runs, out), VAE_RUBRIC_VERSION=rubric_version) as env, writing(env) as instance, \
-            listings_held(env["VAE_RUNS_ROOT"]):  # the runs root as one listing for the whole build
+    with paced_for_a_build(), settings(**paths_of(runs, out), VAE_RUBRIC_VERSION=rubric_version) as env, \
+            writing(env) as instance, listings_held(env["VAE_RUNS_ROOT"]):  # the runs root as one listing
         return _build(instance, env, max_rounds, log_level)
 
 

@@ -20,6 +20,8 @@ from dagster._core.definitions.executor_definition import (
 )
 from dagster._core.execution.retries import RetryMode
 
+from vae_pipeline.engines.collector import pace_for_a_run
+
 if TYPE_CHECKING:  # dagster-celery (and Celery) are imported only by a run on the Celery engine
     from dagster_celery.executor import CeleryExecutor
 
@@ -106,4 +108,5 @@ def vae_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
         # shipped): with steps of a second or two, that wait would be most of the overhead
         core_execution_loop.TICK_SECONDS = CELERY_POLL_SECONDS
         return celery_executor_from_env(RetryMode.from_config(config["retries"]))
+    pace_for_a_run()  # this process is the run's own: its steps run here
     return _core_in_process_executor_creation({"retries": config["retries"]})

@@ -52,7 +52,7 @@ def prepare(kept: Path) -> tuple[Path, Path, Path]:
     """(the size's folder, the copy of its state, the new series' own folder), made once."""
     from vae_pipeline.sample import generator
 
-    folders = [p for p in kept.iterdir() if (p / "runs").is_dir() and (p / "home").is_dir()]
+    folders = [p for p in kept.iterdir() if (p / "runs").is_dir() and (p / "home").is_dir()] if kept.is_dir() else []
     if len(folders) != 1:
         raise SystemExit(f"{kept}: no size folder with runs/ and home/ as bench_scale.py --keep leaves")
     root = folders[0]

@@ -386,26 +386,41 @@ def test_a_sweep_with_its_record_reads_only_the_folders_changed_since_and_never_
 
 def test_files_written_on_disk_inside_a_steps_scope_are_made_durable_together_on_leaving(tmp_path, monkeypatch):
     """A rehost rewrites every manifest: inside `uploads_in_background` each is renamed into place
-    whole but not fsynced one by one, and leaving the scope syncs once, also when the step
-    failed; outside the scope a write is fsynced before it returns."""
+    whole but not fsynced on the spot. Leaving the scope, also when the step failed, fsyncs each
+    file and its folder while they are few (a new series' handful must not wait for every dirty
+    page of the machine), and syncs once beyond SYNC_EACH_UP_TO; outside the scope a write is
+    fsynced before it returns."""
     from upath import UPath
 
+    from vae_pipeline.domain import files
     from vae_pipeline.domain.objects import put_bytes, uploads_in_background
 
+    monkeypatch.setattr(files, "SYNC_EACH_UP_TO", 10)
     calls: list[str] = []
     monkeypatch.setattr(os, "fsync", lambda fd: calls.append("fsync"))
     monkeypatch.setattr(os, "sync", lambda: calls.append("sync"))
     with uploads_in_background():
-        for number in range(50):
-            put_bytes(UPath(tmp_path / f"{number}.json"), b"{}\n")
+        for number in range(11):
+            put_bytes(UPath(tmp_path / "many" / f"{number}.json"), b"{}\n")
         assert calls == []
     assert calls == ["sync"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.json" for n in range(50))
+    assert sorted(p.name for p in (tmp_path / "many").iterdir()) == sorted(f"{n}.json" for n in range(11))
+    calls.clear()
+    with uploads_in_background():
+        for number in range(10):
+            put_bytes(UPath(tmp_path / "few" / f"{number % 5}" / f"{number}.json"), b"{}\n")
+        assert calls == []
+    assert calls == ["fsync"] * (10 + 5)  # each file, then each of the 5 folders
     calls.clear()
     with pytest.raises(RuntimeError), uploads_in_background():
         put_bytes(UPath(tmp_path / "half-done.json"), b"{}\n")
         raise RuntimeError("the step failed")
-    assert calls == ["sync"]
+    assert calls == ["fsync", "fsync"]
+    calls.clear()
+    with uploads_in_background():
+        put_bytes(UPath(tmp_path / "gone.json"), b"{}\n")
+        (tmp_path / "gone.json").unlink()  # removed before the scope ends: nothing of it to sync
+    assert calls == ["fsync"]  # its folder
     calls.clear()
     with uploads_in_background():
         pass

@@ -437,13 +437,30 @@ def _site_files(out: Path) -> dict[str, bytes]:
 
 def test_series_rendered_by_worker_processes_are_the_pages_one_process_renders(two_then_three, monkeypatch):
     """Past its page count the site's series are rendered by spawned workers: the same files, byte
-    for byte, as this process renders alone; none of them rendered here."""
+    for byte, as this process renders alone; none of them rendered here. Either way every file
+    written is made durable before the series' states, and the states after them (a fsync each:
+    a new series' handful of pages must not wait for the machine's every dirty page)."""
     home = two_then_three["paths"]["home"]
     inputs = site_inputs(home, META / "rubric-v1.2.json")
     out = home / "review-workers"
+    made_durable: list[list[str]] = []
+    make_durable = review_site.make_durable
+
+    def noted(paths):
+        paths = list(paths)
+        made_durable.append(sorted({Path(p).relative_to(out).as_posix() for p in paths}))
+        make_durable(paths)
+
+    monkeypatch.setattr(review_site, "make_durable", noted)
+    monkeypatch.setattr(os, "sync", lambda: pytest.fail("a few pages synced the whole machine"))
     assert render_site(inputs, home, out, workers_from=10**9).series_rendered == list(two_then_three["series"])
     alone = _site_files(out)
     assert any(name.endswith("/transcript-1.html") for name in alone)
+    states = sorted(name for name in alone if name.startswith(".state/"))
+    assert len(states) == 3
+    pages = sorted(name for name in alone if name not in states)
+    assert made_durable == [sorted([*pages, f"{review_site.BYTECODE}/{review_site.INDEX_PARTS}"]), states]
+    made_durable.clear()
     for path in out.iterdir():  # all but the compiled templates, which this process keeps using
         if path.name != review_site.BYTECODE:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -455,6 +472,7 @@ def test_series_rendered_by_worker_processes_are_the_pages_one_process_renders(t
     report = render_site(site_inputs(home, META / "rubric-v1.2.json"), home, out, workers_from=0)
     assert report.series_rendered == list(two_then_three["series"])
     assert _site_files(out) == alone
+    assert made_durable == [pages, states]  # the index's parts, kept with the compiled templates, as they were
 
 
 def _render_with_workers_asked(home: str, out: str) -> None:

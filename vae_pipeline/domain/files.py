@@ -9,8 +9,9 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import BinaryIO
 
@@ -35,7 +36,8 @@ def atomic_writer(path: Path, *, durable: bool = True) -> Iterator[BinaryIO]:
     place when the block ends, removed if it raises; readers never see half a file.
 
     `durable=False` skips the fsyncs, for files whose caller makes them durable at once
-    (`os.sync()`) or that check themselves on reading (a cache).
+    (`make_durable`; inside `noting_writes` the file is noted for it) or that check themselves on
+    reading (a cache).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -53,6 +55,8 @@ def atomic_writer(path: Path, *, durable: bool = True) -> Iterator[BinaryIO]:
         raise
     if durable:
         _fsync_folder(path.parent)
+    elif (noted := _NOTED.get()) is not None:
+        noted.append(path)
 
 
 @contextmanager
@@ -105,6 +109,50 @@ def _fsync_folder(folder: Path) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+_NOTED: ContextVar[list[Path] | None] = ContextVar("vae_noted_writes", default=None)
+# files: up to this many written without their fsyncs, each is fsynced; beyond, one os.sync()
+SYNC_EACH_UP_TO = 256
+
+
+@contextmanager
+def noting_writes() -> Iterator[list[Path]]:
+    """The files `atomic_writer(durable=False)` places in this context while inside, in order: what
+    the caller then hands to `make_durable`."""
+    noted: list[Path] = []
+    token = _NOTED.set(noted)
+    try:
+        yield noted
+    finally:
+        _NOTED.reset(token)
+
+
+def make_durable(paths: Iterable[Path]) -> None:
+    """Put files placed without their fsyncs, and the renames that placed them, on disk. While they
+    are few (SYNC_EACH_UP_TO), a fsync of each file and folder: `os.sync()` waits for every dirty
+    page of the machine, another program's too (a harness writing its runs), so a new series'
+    handful of pages would cost what others wrote; beyond, one `os.sync()` costs less than
+    thousands of fsyncs (a rehost rewrites every page and manifest). A file removed since needs
+    nothing."""
+    files = list(dict.fromkeys(Path(p) for p in paths))
+    if len(files) > SYNC_EACH_UP_TO:
+        os.sync()
+        return
+    for file in files:
+        try:
+            fd = os.open(file, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    for folder in dict.fromkeys(file.parent for file in files):
+        try:
+            _fsync_folder(folder)
+        except FileNotFoundError:
+            continue
 
 
 def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:

@@ -39,6 +39,7 @@ from vae_pipeline.domain.files import (
     CHUNK,
     create_new,
     link_or_copy,
+    make_durable,
     replacing_folder,
     sha256_stream,
     write_atomic,
@@ -198,8 +199,9 @@ def uploads_in_background(workers: int = 8) -> Iterator[None]:
     `write_if_changed` to a bucket go to a pool of threads and the calls return at once, so a
     step's requests overlap its own work (and each other); on leaving, every upload has finished,
     and the first that failed is raised. On disk, the files `put_bytes` writes inside are made
-    durable together on leaving (one `os.sync()`, not two fsyncs a file: a rehost rewrites every
-    manifest). A step leaves the scope before it records anything that names what it wrote."""
+    durable together on leaving (`make_durable`: a fsync each while they are few, one `os.sync()`
+    for the many a rehost rewrites). A step leaves the scope before it records anything that names
+    what it wrote."""
     if _PENDING.get() is not None:  # inside another scope: that one waits
         yield
         return
@@ -213,8 +215,7 @@ def uploads_in_background(workers: int = 8) -> Iterator[None]:
         _PENDING.reset(token)
         _UNSYNCED.reset(unsynced_token)
         pool.shutdown(wait=True)  # also when the body failed: no upload outlives the step
-        if unsynced:
-            os.sync()  # each was renamed into place whole; now it is on disk too
+        make_durable(local_path(path) for path in unsynced)  # each was renamed into place whole; now on disk too
     for future in futures:
         future.result()
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import markupsafe
 import polars as pl
 
-from vae_pipeline.domain.files import write_if_changed
+from vae_pipeline.domain.files import make_durable, noting_writes, write_if_changed
 from vae_pipeline.domain.verdicts.host import gate_report
 from vae_pipeline.domain.leaderboard.tables import shown_ranks
 from vae_pipeline.domain.review.transcript import (
@@ -770,9 +770,10 @@ RENDER_WORKERS_FROM = 1_000  # pages: below, starting the workers costs more tha
 
 
 def _render_many(env: jinja2.Environment, jobs: list[tuple[dict, list[dict], bool]], inputs: SiteInputs,
-                 home: Path, out: Path, version: str, workers_from: int) -> list[tuple[int, dict]]:
+                 home: Path, out: Path, version: str, workers_from: int) -> list[tuple[int, dict, list[str]]]:
     """Each job's series rendered (`_render_series` of its summary, rows and whether it was
-    rendered before), in order. From `workers_from` pages on, by one
+    rendered before), in order, with the files a worker placed (this process notes its own:
+    `noting_writes`). From `workers_from` pages on, by one
     worker process per core: rendering holds the GIL, and a rehost renders every page again. The
     workers are new interpreters (spawned: a build's process runs threads, which a fork would
     copy mid-lock); a pool that cannot start or breaks leaves the series to this process."""
@@ -786,7 +787,8 @@ def _render_many(env: jinja2.Environment, jobs: list[tuple[dict, list[dict], boo
                 return list(pool.map(_render_in_worker, jobs, chunksize=4))
         except (OSError, AssertionError, BrokenProcessPool):  # no child processes here, or one died
             pass
-    return [_render_series(env, summary, rows, inputs, home, out, version, before) for summary, rows, before in jobs]
+    return [(*_render_series(env, summary, rows, inputs, home, out, version, before), [])
+            for summary, rows, before in jobs]
 
 
 def render_workers(count: int, inputs: SiteInputs, home: Path, out: Path, version: str) -> ProcessPoolExecutor:
@@ -812,10 +814,12 @@ def _exit_with_parent() -> None:
     os._exit(1)
 
 
-def _render_in_worker(job: tuple[dict, list[dict], bool]) -> tuple[int, dict]:
+def _render_in_worker(job: tuple[dict, list[dict], bool]) -> tuple[int, dict, list[str]]:
     summary, rows, rendered_before = job
-    return _render_series(_WORKER["env"], summary, rows, _WORKER["inputs"], _WORKER["home"], _WORKER["out"],
-                          _WORKER["version"], rendered_before)
+    with noting_writes() as placed:
+        written, said = _render_series(_WORKER["env"], summary, rows, _WORKER["inputs"], _WORKER["home"],
+                                       _WORKER["out"], _WORKER["version"], rendered_before)
+    return written, said, [str(path) for path in placed]
 
 
 def render_site(inputs: SiteInputs, home: Path, out: Path, *, workers_from: int | None = None) -> RenderReport:
@@ -823,6 +827,21 @@ def render_site(inputs: SiteInputs, home: Path, out: Path, *, workers_from: int 
     and frames). Series whose pages would come out the same are left as they are; from
     `workers_from` pages to render on (default RENDER_WORKERS_FROM), worker processes render the
     series (`_render_many`)."""
+    with noting_writes() as placed:
+        report, state = _write_site(inputs, home, out, workers_from, placed)
+    if report.pages_written:
+        make_durable(placed)  # the pages are on disk before the state says they were rendered
+    with noting_writes() as recorded:
+        for series in report.series_rendered:  # key order is shown order
+            write_if_changed(out / STATE / f"{series}.json", json.dumps(state[series]).encode(), durable=False)
+    make_durable(recorded)
+    return report
+
+
+def _write_site(inputs: SiteInputs, home: Path, out: Path, workers_from: int | None, placed: list[Path]
+                ) -> tuple[RenderReport, dict[str, dict]]:
+    """`render_site`'s pages (`placed`: the files the render workers placed are added to it) and
+    what to record of each series rendered."""
     env = _environment(out / BYTECODE)
     version = templates_version()
     fingerprints = _read_fingerprints(out)
@@ -855,9 +874,10 @@ def render_site(inputs: SiteInputs, home: Path, out: Path, *, workers_from: int 
         entries.append(_index_entry(summary, triaged))
     rendered = _render_many(env, jobs, inputs, home, out, version,
                             RENDER_WORKERS_FROM if workers_from is None else workers_from)
-    for (summary, *_), (written, said) in zip(jobs, rendered, strict=True):
+    for (summary, *_), (written, said, in_worker) in zip(jobs, rendered, strict=True):
         series = summary["id"]
         report.pages_written += written
+        placed.extend(map(Path, in_worker))
         state[series] = {"fingerprint": keys[series], "episodes": said}
         report.series_rendered.append(series)
     for series in sorted(set(fingerprints) - set(summaries)):
@@ -890,8 +910,4 @@ def render_site(inputs: SiteInputs, home: Path, out: Path, *, workers_from: int 
                   for c in inputs.warnings if c.passed is False],
         links=links, legend=legend(inputs.rubric),
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), rubric_version=inputs.rubric.version)
-    if report.pages_written:
-        os.sync()  # the pages are on disk before the state says they were rendered
-    for series in report.series_rendered:
-        write_if_changed(out / STATE / f"{series}.json", json.dumps(state[series]).encode())  # key order is shown order
-    return report
+    return report, state

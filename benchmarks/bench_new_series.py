@@ -1,19 +1,26 @@
 """Benchmark: one new series on a built dataset, and where its time goes without a profiler.
 
-    python benchmarks/bench_new_series.py KEPT [--rounds 2] [--pace python,build]
+    python benchmarks/bench_new_series.py KEPT [--rounds 2] [--pace python,build] [--dirty-mb M]
+        [--time MODULE:FUNCTION,...]
 
 KEPT is a size's folder that `bench_scale.py --episodes N --keep` left (`<kept>/N`: runs/, held/,
 home/, dataset/, meta/). Its held-back series goes back into the runs (the kept state has built
 it), its home and dataset folder are copied aside once (`KEPT/state/`), and one more completed
 series of 4 good thumbnail episodes, with series and episode ids no run holds, is generated once
-(`KEPT/new-series/`). Each round, for each collector pace in turn, restores the copy (rsync) and,
-in a new process, runs two unchanged builds and the new series' build, and prints:
+(`KEPT/new-series/`). Each round, for each collector pace in turn, restores the copy (rsync, then
+`sync`: the restore's writes are on disk before any build) and, in a new process, runs two
+unchanged builds and the new series' build, and prints:
   - the new series' time above the second unchanged build, and in all;
   - the collector's time and number of collections in that build;
   - the wall time summed inside the functions a new series' roll-ups spend it in (`TIMED`).
-No profiler: cProfile inflates the pipeline's Python-heavy code several times over.
+No profiler: cProfile inflates the pipeline's Python-heavy code several times over. `--time`
+times more functions (a module's function, or a class's method as `MODULE:Class.method`, looked
+up by name when called).
 `--pace python` keeps Python's default collector pace (700 new objects), `build` the build's
-(engines/collector.py); `--pace python,build` takes turns between them. Needs `rsync`.
+(engines/collector.py); `--pace python,build` takes turns between them. `--dirty-mb M` writes M MB
+to a file beside the runs just before the new series' build and leaves it to the kernel, as a
+harness writing its runs on the same machine would: a build that waits for every dirty page of
+the machine pays for them. Needs `rsync`.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import functools
 import gc
 import importlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -89,7 +97,8 @@ def timed(name: str, fn, totals: dict[str, float]):
     return wrapper
 
 
-def one_round(root: Path, state: Path, new: Path, pace: str) -> dict:
+def one_round(root: Path, state: Path, new: Path, pace: str, timed_too: dict[str, tuple[str, ...]],
+              dirty_mb: int) -> dict:
     """In this process (a new one): restore, two unchanged builds, the new series' build."""
     from bench_rehost import isolated_env, timed_build
 
@@ -97,6 +106,7 @@ def one_round(root: Path, state: Path, new: Path, pace: str) -> dict:
 
     for part in ("home", "dataset"):
         subprocess.run(["rsync", "-a", "--delete", f"{state / part}/", f"{root / part}/"], check=True)
+    os.sync()  # the restore's writes are on disk before any build: a build's own sync does not pay for them
     if pace == "python":
         collector.BUILD_PACE = gc.get_threshold()
     collections = {"seconds": 0.0, "count": 0, "start": 0.0}
@@ -112,19 +122,27 @@ def one_round(root: Path, state: Path, new: Path, pace: str) -> dict:
     with isolated_env(root, root / "meta"):
         runs, out = root / "runs", root / "dataset"
         unchanged = [timed_build(runs, out, None)[1].total for _ in range(2)]
-        for module_name, names in TIMED.items():
+        for module_name in TIMED.keys() | timed_too.keys():
+            names = TIMED.get(module_name, ()) + timed_too.get(module_name, ())
             module = importlib.import_module(module_name)
             short = module_name.rsplit(".", 1)[-1]
-            for name in names:
-                setattr(module, name, timed(f"{short}.{name}", getattr(module, name), totals))
+            for name in names:  # a function, or a class's method as Class.method
+                owner = functools.reduce(getattr, name.split(".")[:-1], module)
+                attribute = name.rsplit(".", 1)[-1]
+                setattr(owner, attribute, timed(f"{short}.{name}", getattr(owner, attribute), totals))
         target = runs / new.name
         shutil.copytree(new, target)
+        other_writer = root / "other-writer.bin"  # another program's writes, not yet on disk (--dirty-mb)
+        with other_writer.open("wb") as handle:
+            for _ in range(dirty_mb):
+                handle.write(os.urandom(1 << 20))
         gc.callbacks.append(count)
         try:
             summary, timing = timed_build(runs, out, None)
         finally:
             gc.callbacks.remove(count)
             shutil.rmtree(target)
+            other_writer.unlink()
     if summary["failed_runs"] or summary["materialized"].get("labels") != [new.name]:
         raise SystemExit(f"the new series' build did not label {new.name}: {summary}")
     return {"pace": pace, "unchanged": unchanged[-1], "new": timing.total, "steps": timing.steps,
@@ -136,19 +154,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("kept", type=Path, help="a folder bench_scale.py --keep left")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--pace", default="build", help="python, build, or both comma-separated (taking turns)")
+    parser.add_argument("--time", default="", help="more functions to time: MODULE:FUNCTION, comma-separated")
+    parser.add_argument("--dirty-mb", type=int, default=0,
+                        help="MB another program wrote just before the new series' build, not yet on disk")
     parser.add_argument("--child", choices=PACES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     paces = args.pace.split(",")
+    timed_too: dict[str, tuple[str, ...]] = defaultdict(tuple)
+    for entry in filter(None, args.time.split(",")):
+        module_name, _, name = entry.partition(":")
+        timed_too[module_name] += (name,)
     if shutil.which("rsync") is None or any(p not in PACES for p in paces):
         raise SystemExit("needs rsync (apt-get install rsync) and --pace of " + ", ".join(PACES))
     root, state, new = prepare(args.kept)
     if args.child:
-        print(json.dumps(one_round(root, state, new, args.child)))
+        print(json.dumps(one_round(root, state, new, args.child, dict(timed_too), args.dirty_mb)))
         return 0
     results = []
     for round_number in range(1, args.rounds + 1):
         for pace in paces:
-            done = subprocess.run([sys.executable, __file__, str(args.kept), "--child", pace],
+            done = subprocess.run([sys.executable, __file__, str(args.kept), "--child", pace, "--time", args.time,
+                                   "--dirty-mb", str(args.dirty_mb)],
                                   capture_output=True, text=True)
             if done.returncode != 0:
                 raise SystemExit(f"round {round_number} ({pace}) failed: {done.stderr[-2000:]}")

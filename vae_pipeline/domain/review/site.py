@@ -829,8 +829,7 @@ def render_site(inputs: SiteInputs, home: Path, out: Path, *, workers_from: int 
     series (`_render_many`)."""
     with noting_writes() as placed:
         report, state = _write_site(inputs, home, out, workers_from, placed)
-    if report.pages_written:
-        make_durable(placed)  # the pages are on disk before the state says they were rendered
+    make_durable(placed)  # the pages are on disk before the state says they were rendered
     with noting_writes() as recorded:
         for series in report.series_rendered:  # key order is shown order
             write_if_changed(out / STATE / f"{series}.json", json.dumps(state[series]).encode(), durable=False)

@@ -1,7 +1,10 @@
 """The garbage collector's pace (engines/collector): `vae build` and a run's own process collect
-at BUILD_PACE, and a build called inside another process gives that process its pace back."""
+at BUILD_PACE, a build leaves the objects held when it began out of its collections, and a build
+called inside another process gives that process its pace and those objects back."""
 
+import contextlib
 import gc
+import weakref
 
 import dagster as dg
 import pytest
@@ -38,6 +41,29 @@ def test_a_build_collects_at_the_build_pace_and_gives_the_pace_back(default_pace
     with pytest.raises(RuntimeError, match="failed build"), collector.paced_for_a_build():
         raise RuntimeError("failed build")
     assert gc.get_threshold() == DEFAULT
+
+
+def test_a_build_leaves_what_the_process_held_out_of_its_collections_and_gives_it_back(default_pace):
+    """A cycle the process held when the build began and dropped during it is collected only once
+    the build is over (the build's own passes do not walk it); a failed build gives it back too."""
+    for failing in (False, True):
+        cycle = Node()
+        cycle.self = cycle
+        alive = weakref.ref(cycle)
+        with contextlib.suppress(RuntimeError), collector.paced_for_a_build():
+            assert gc.get_freeze_count() > 0
+            del cycle
+            gc.collect()
+            assert alive() is not None
+            if failing:
+                raise RuntimeError("failed build")
+        assert gc.get_freeze_count() == 0
+        gc.collect()
+        assert alive() is None
+
+
+class Node:
+    """An object that can refer to itself."""
 
 
 def test_a_slower_pace_already_set_is_kept(default_pace):

@@ -321,6 +321,22 @@ def test_the_renders_checks_over_many_series_at_once_name_missing_and_impossible
                           "c1: freeze_ranges [7.0, 9.0] outside [0, 8.0] or unordered"]
 
 
+def test_the_renders_checks_name_a_size_or_fps_not_positive_on_a_video_without_ranges():
+    """The checks read closely only the videos with a range or a size or fps not positive: a
+    missing width, a zero height and a fps that is not a number are each named; a video with
+    neither is not."""
+    ids = ["d1", "d2", "d3", "d4"]
+    episodes = pl.DataFrame({"series": ["D"] * 4, "id": ids, "valid": [True] * 4, "delivered": [True] * 4})
+    ranges = pl.List(pl.Array(pl.Float64, 2))
+    facts = pl.DataFrame({
+        "series": ["D"] * 4, "id": ids, "video_ok": [True] * 4, "video_duration_s": [8.0] * 4,
+        "fps": [30.0, 30.0, float("nan"), 30.0], "width": [None, 1920, 1920, 1920], "height": [1080, 0, 1080, 1080],
+        "black_ranges": [[]] * 4, "freeze_ranges": [None] * 4},
+        schema_overrides={"black_ranges": ranges, "freeze_ranges": ranges, "width": pl.Int64})
+    assert facts_problems(episodes, facts) == ([], ["d1: non-positive size or fps", "d2: non-positive size or fps",
+                                                    "d3: non-positive size or fps"])
+
+
 def test_a_series_fingerprint_is_taken_once_while_the_runs_root_is_held_and_afresh_after(tmp_path):
     """A build holds the runs root: its planning rounds and steps see each series as first read
     (one walk of its files, not one a round); outside a hold, and in the next build, a change shows."""

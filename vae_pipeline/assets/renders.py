@@ -194,8 +194,13 @@ def facts_problems(episodes: pl.DataFrame, facts: pl.DataFrame) -> tuple[list[st
 
 def facts_out_of_domain(frame: pl.DataFrame) -> list[str]:
     """Episodes whose facts are impossible: unordered or overlapping ranges, ranges past the end."""
+    positive = (pl.col("width").fill_null(0) > 0) & (pl.col("height").fill_null(0) > 0) \
+        & (pl.col("fps").fill_null(0).fill_nan(0) > 0)  # Polars orders NaN above every number
+    ranged = (pl.col("black_ranges").list.len().fill_null(0) > 0) | (pl.col("freeze_ranges").list.len().fill_null(0) > 0)
     problems = []
-    for row in frame.filter(pl.col("video_ok")).iter_rows(named=True):
+    # only a video with a range, or a size or fps not positive, can be wrong: the others (most of
+    # every series) are not made dicts
+    for row in frame.filter(pl.col("video_ok") & (~positive | ranged)).iter_rows(named=True):
         duration = row["video_duration_s"] or 0.0
         if not (row["width"] or 0) > 0 or not (row["height"] or 0) > 0 or not (row["fps"] or 0) > 0:
             problems.append(f"{row['id']}: non-positive size or fps")

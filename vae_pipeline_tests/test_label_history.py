@@ -5,7 +5,6 @@ import multiprocessing
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import dagster as dg
@@ -38,7 +37,7 @@ def _labels(mapping: dict[str, str], previous: dict[str, dict], now: str) -> pl.
     return pl.DataFrame(rows, schema=LABELS_SCHEMA)
 
 
-def _relabel(home: str, barrier, mapping: dict[str, str], calls) -> None:
+def _relabel(home: str, scratch: str, barrier, mapping: dict[str, str], calls) -> None:
     """In a process of its own: relabel the series; the first computation waits at the barrier
     until the other process has read the same state, so both race to write the same generation."""
     def compute(previous: dict[str, dict]) -> pl.DataFrame:
@@ -49,7 +48,7 @@ def _relabel(home: str, barrier, mapping: dict[str, str], calls) -> None:
             barrier.wait(timeout=60)
         return _labels(mapping, previous, "2026-12-01T00:00:00Z")
 
-    record_labels(Warehouse(path=home, scratch_path=tempfile.mkdtemp()), SERIES, compute, "2026-12-01T00:00:00Z")
+    record_labels(Warehouse(path=home, scratch_path=scratch), SERIES, compute, "2026-12-01T00:00:00Z")
 
 
 @pytest.fixture(params=["folder", "bucket"])
@@ -69,7 +68,8 @@ def test_two_processes_relabelling_the_same_series_record_each_change_once(home:
     rehosted = {"a": "PASS_WITH_NITS", "b": "FAIL", "c": "PASS"}
     spawn = multiprocessing.get_context("spawn")
     barrier, calls = spawn.Barrier(2), spawn.Value("i", 0)
-    workers = [spawn.Process(target=_relabel, args=(home, barrier, rehosted, calls)) for _ in range(2)]
+    workers = [spawn.Process(target=_relabel, args=(home, str(tmp_path / f"scratch-{n}"), barrier, rehosted, calls))
+               for n in range(2)]
     for worker in workers:
         worker.start()
     for worker in workers:

@@ -62,6 +62,24 @@ def test_a_build_leaves_what_the_process_held_out_of_its_collections_and_gives_i
         assert alive() is None
 
 
+def test_a_series_packed_inside_a_build_leaves_the_build_s_objects_frozen_until_the_build_ends(default_pace):
+    """The packing of a series freezes too (`bundle_rows`); leaving it inside a build must not
+    give back what the build froze: only the build's end does, as Python unfreezes all at once."""
+    cycle = Node()
+    cycle.self = cycle
+    alive = weakref.ref(cycle)
+    with collector.paced_for_a_build():
+        with collector.held_objects_frozen():
+            pass
+        assert gc.get_freeze_count() > 0
+        del cycle
+        gc.collect()
+        assert alive() is not None
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert alive() is None
+
+
 class Node:
     """An object that can refer to itself."""
 

@@ -1,6 +1,5 @@
 """`bundles`: every valid episode scrubbed, slimmed and packed as a reproducible tar.zst."""
 
-import gc
 import json
 import os
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.objects import uploads_in_background
 from vae_pipeline.domain.scrub.lines import scrub_line
 from vae_pipeline.domain.scrub.texts import ScrubConfig
+from vae_pipeline.engines.collector import held_objects_frozen
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import (
     ProjectMeta,
@@ -73,16 +73,12 @@ def bundle_rows(runs_root: RunsRoot, warehouse: Warehouse, rows: list[dict], con
     costs ~65 MB at a 2^27 window), and `bench_bundles.py` measures no gain (same bytes either way).
     While it runs, what the process held before is frozen for the garbage collector: parsing
     logs allocates enough to set off a full collection, which would walk every object of
-    Dagster's and the imports' (~0.2 CPU s, a tenth of a first build); unfrozen after, so
-    nothing is kept longer than it would be.
+    Dagster's and the imports' (~0.2 CPU s, a tenth of a first build); given back after, or at
+    the end of the build that runs it (`held_objects_frozen`).
     """
-    gc.freeze()  # the process's long-lived objects (Dagster's, the imports') out of the collector's walks
-    try:
-        with ThreadPoolExecutor(max_workers=max(workers, 1), thread_name_prefix="bundle") as pool:
-            yield from pool.map(lambda row: bundle_episode(runs_root, warehouse, row, config, zstd_threads, listed),
-                                rows)
-    finally:
-        gc.unfreeze()
+    # the process's long-lived objects (Dagster's, the imports') out of the collector's walks
+    with held_objects_frozen(), ThreadPoolExecutor(max_workers=max(workers, 1), thread_name_prefix="bundle") as pool:
+        yield from pool.map(lambda row: bundle_episode(runs_root, warehouse, row, config, zstd_threads, listed), rows)
 
 
 @dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="bundles-3",

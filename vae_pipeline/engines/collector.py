@@ -29,14 +29,29 @@ def pace_for_a_run() -> None:
 
 
 @contextmanager
-def paced_for_a_build() -> Iterator[None]:
-    """Collect at BUILD_PACE while inside (`vae build`), leaving out the objects held on entry
-    (`gc.freeze`), then at the pace before, with those objects collected again."""
-    before = gc.get_threshold()
-    pace_for_a_run()
+def held_objects_frozen() -> Iterator[None]:
+    """Leave the objects held on entry out of the collector's walks while inside (`gc.freeze`);
+    they are collected again on leaving the outermost such block. `gc.unfreeze` gives back every
+    frozen object at once, so an inner block (a series' packing inside a build) leaves that to
+    the outer one: what it froze stays frozen until the build ends, which delays only cyclic
+    garbage (the rest is freed as its last reference goes)."""
+    outermost = gc.get_freeze_count() == 0
     gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if outermost:
+            gc.unfreeze()
+
+
+@contextmanager
+def paced_for_a_build() -> Iterator[None]:
+    """Collect at BUILD_PACE while inside (`vae build`), leaving out the objects held on entry
+    (`held_objects_frozen`), then at the pace before, with those objects collected again."""
+    before = gc.get_threshold()
+    pace_for_a_run()
+    try:
+        with held_objects_frozen():
+            yield
+    finally:
         gc.set_threshold(*before)

@@ -15,6 +15,7 @@ import pytest
 from vae_pipeline.cli import build as build_module
 from vae_pipeline.cli import main
 from vae_pipeline.cli.build import build
+from vae_pipeline.definitions import defs
 from vae_pipeline.domain.dataset.card import CARD_COLUMNS, render_card
 from vae_pipeline.domain.dataset.rows import DATASET_COLUMNS
 from vae_pipeline.sample.generator import generate
@@ -150,6 +151,28 @@ def test_drift_check_names_exactly_the_planted_drifted_labels(built_once, sample
     named = {m[0]: (m[1], m[2]) for m in re.findall(r"([A-Za-z0-9._-]+) \((\w+) → (\w+)\)", result.description)}
     assert named == planted
     assert result.passed is False and result.metadata["drifted"].value == len(planted)
+
+
+def test_the_steps_read_their_upstream_tables_without_dagster_storing_input_events(built_once):
+    """Every stage reads its upstream's stored tables itself, over its `deps` edges: the build's runs
+    store no input events (Dagster stores two for each input a step loads, each a transaction of
+    its own), and the edges are there for the lineage and the staleness that follow them."""
+    with dg.DagsterInstance.from_config(str(built_once["home"] / "dagster")) as instance:
+        runs = instance.get_runs()
+        events = [e.dagster_event for run in runs for e in instance.all_logs(run.run_id) if e.dagster_event]
+    materialized = {e.asset_key.to_user_string() for e in events if e.event_type_value == "ASSET_MATERIALIZATION"}
+    assert {"episodes", "verdicts", "renders", "bundles", "labels", "episode_table", "dataset_rows",
+            "dataset_episodes", "entrants", "pairwise_judgments", "human_votes", "leaderboard", "judge_agreement",
+            "dataset_card", "review_site"} <= materialized
+    assert not [e.event_type_value for e in events if e.event_type_value in ("LOADED_INPUT", "STEP_INPUT")]
+    graph = defs.resolve_asset_graph()
+    parents = {name: {key.to_user_string() for key in graph.get(dg.AssetKey(name)).parent_keys}
+               for name in ("labels", "dataset_card", "review_site", "leaderboard", "judge_agreement")}
+    assert parents["labels"] >= {"episodes", "renders", "verdicts", "rubric"}
+    assert parents["dataset_card"] >= {"dataset_rows", "rubric", "leaderboard", "judge_agreement", "entrants"}
+    assert parents["review_site"] >= {"episode_table", "dataset_rows", "rubric"}
+    assert parents["leaderboard"] == {"entrants", "pairwise_judgments"}
+    assert parents["judge_agreement"] == {"pairwise_judgments", "human_votes"}
 
 
 def test_readme_stats_table_follows_the_contract(built_once):

@@ -16,6 +16,7 @@ from vae_pipeline.domain.objects import uploads_in_background
 from vae_pipeline.domain.scrub.lines import scrub_line
 from vae_pipeline.domain.scrub.texts import ScrubConfig
 from vae_pipeline.engines.collector import held_objects_frozen
+from vae_pipeline.storage.io_manager import stored_series
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import (
     ProjectMeta,
@@ -82,11 +83,11 @@ def bundle_rows(runs_root: RunsRoot, warehouse: Warehouse, rows: list[dict], con
 
 
 @dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="bundles-3",
-          group_name="series", kinds={"zstd"}, pool="bundles")  # vae_pipeline.engines.pools
+          group_name="series", kinds={"zstd"}, pool="bundles", deps=["episodes"])  # vae_pipeline.engines.pools
 def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
-            warehouse: Warehouse, scrub_settings: ScrubSettings,
-            episodes: dict[str, pl.DataFrame]) -> dg.Output[dict[str, pl.DataFrame]]:
+            warehouse: Warehouse, scrub_settings: ScrubSettings) -> dg.Output[dict[str, pl.DataFrame]]:
     """The scrubbed, slimmed, byte-reproducible archive of every valid episode, and its manifest parts."""
+    episodes = stored_series(warehouse, "episodes", context.partition_keys)
     config = scrub_config(scrub_settings, project_meta)
     source = scrub_source(project_meta, scrub_settings)
     frames, metadata = {}, {}

@@ -1,7 +1,5 @@
 """`episode_table` (every series, in DuckDB and Parquet) and `dataset_rows` (the published rows)."""
 
-from pathlib import Path
-
 import dagster as dg
 import duckdb
 import polars as pl
@@ -12,7 +10,7 @@ from vae_pipeline.domain.files import files_version, scratch_file
 from vae_pipeline.domain.objects import write_if_changed
 from vae_pipeline.domain.dataset.rows import dataset_frame, load_withheld, publishable
 from vae_pipeline.domain.table_versions import content_version, series_versions
-from vae_pipeline.storage.io_manager import parquet_bytes, stored_series_tables
+from vae_pipeline.storage.io_manager import parquet_bytes, stored_series_tables, stored_table
 from vae_pipeline.storage.partitions import SERIES
 from vae_pipeline.storage.resources import (
     SERIES_VERSIONS,
@@ -188,10 +186,11 @@ def read_withheld(project_meta: ProjectMeta) -> tuple[set[str], set[str]]:
     return withheld_episodes, withheld_series
 
 
-@dg.asset(code_version="dataset_rows-2", group_name="dataset", kinds={"parquet"})
-def dataset_rows(context: dg.AssetExecutionContext, project_meta: ProjectMeta,
-                 dataset_folder: DatasetFolder, episode_table: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+@dg.asset(code_version="dataset_rows-2", group_name="dataset", kinds={"parquet"}, deps=[episode_table])
+def dataset_rows(context: dg.AssetExecutionContext, project_meta: ProjectMeta, dataset_folder: DatasetFolder,
+                 warehouse: Warehouse) -> dg.Output[pl.DataFrame]:
     """`episodes.jsonl` and `data/episodes.parquet`: valid episodes of completed series, by id."""
+    episode_table = stored_table(warehouse, "episode_table", context.instance)
     withheld_episodes, withheld_series = read_withheld(project_meta)
     published = publishable(episode_table, withheld_episodes, withheld_series) if episode_table.height \
         else episode_table

@@ -33,7 +33,7 @@ from vae_pipeline.domain.objects import (
 from vae_pipeline.domain.bundles.manifest import MADE_FROM, manifest_bytes, manifest_inputs
 from vae_pipeline.domain.check_items import said_of
 from vae_pipeline.domain.table_versions import content_version
-from vae_pipeline.storage.io_manager import ROLLUPS
+from vae_pipeline.storage.io_manager import ROLLUPS, stored_table
 from vae_pipeline.storage.resources import DatasetFolder, Warehouse
 from vae_pipeline.storage.versions import record_metadata, written_source
 
@@ -68,16 +68,17 @@ def _placed_files(row: dict) -> list[tuple[str, str, str]]:
     return [*video, (row["archive"], row["staged_archive"], row["archive_sha256"])]
 
 
-@dg.asset(code_version="dataset_episodes-1", group_name="dataset", kinds={"zstd"})
-def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, dataset_folder: DatasetFolder,
-                     episode_table: pl.DataFrame, dataset_rows: pl.DataFrame):
+@dg.asset(code_version="dataset_episodes-1", group_name="dataset", kinds={"zstd"},
+          deps=["episode_table", "dataset_rows"])
+def dataset_episodes(context: dg.AssetExecutionContext, warehouse: Warehouse, dataset_folder: DatasetFolder):
     """`videos/<id>.mp4`, `episodes/<date>/<id>.tar.zst` and `<id>.json` for every published row; nothing else.
 
     A file found in place by an earlier build (its staged bytes' sha256 and the dataset's listing
     of it unchanged since) is not compared again, so a new series costs its own files and one
     listing, not a stat and a comparison of every published file."""
     root = dataset_folder.root
-    published = set(dataset_rows["id"].to_list())
+    episode_table = stored_table(warehouse, "episode_table", context.instance)
+    published = set(stored_table(warehouse, "dataset_rows", context.instance)["id"].to_list())
     table = episode_table.filter(pl.col("id").is_in(sorted(published))) if published else None
     rows = table.select(PLACED_FROM).to_dicts() if table is not None else []
     listed = _listed(root)

@@ -21,7 +21,14 @@ from vae_pipeline.domain.errors import unforeseen
 from vae_pipeline.domain.objects import fresh_listing, put_new
 from vae_pipeline.domain.verdicts.host import carry_history, host_verdict
 from vae_pipeline.domain.verdicts.rubric import AXES, RubricError, load_rubric
-from vae_pipeline.storage.io_manager import other_series_tables, parquet_bytes, read_tables, with_run_tables
+from vae_pipeline.storage.io_manager import (
+    other_series_tables,
+    parquet_bytes,
+    read_tables,
+    stored_series,
+    stored_table,
+    with_run_tables,
+)
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import LABEL_STATE, ProjectMeta, Warehouse
 from vae_pipeline.storage.versions import series_output
@@ -168,7 +175,8 @@ def _label_name(label: str | None) -> str:
 # on rubric_in_force too, not only through `rubric`: Dagster marks an asset unsynced when its own
 # inputs changed, so only a direct edge shows the labels unsynced as soon as the rubric in force changes
 @dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version=HOST_CODE_VERSION,
-          deps=[RUBRIC_IN_FORCE], group_name="series", kinds={"duckdb", "parquet"},
+          deps=[RUBRIC_IN_FORCE, "episodes", "renders", "verdicts", "rubric"], group_name="series",
+          kinds={"duckdb", "parquet"},
           check_specs=[dg.AssetCheckSpec("labels_add_up", asset="labels",
                                          description="Every labelled episode of every series has exactly one "
                                                      "label (valid episodes minus invalid judge.json)"),
@@ -176,11 +184,11 @@ def _label_name(label: str | None) -> str:
                                          description="Recomputed labels equal the host label judge.json stored "
                                                      "under the same rubric version (a warning: the host rules "
                                                      "changed); says how many it compared")])
-def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehouse: Warehouse,
-           episodes: dict[str, pl.DataFrame], renders: dict[str, pl.DataFrame],
-           verdicts: dict[str, pl.DataFrame], rubric: pl.DataFrame):
+def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehouse: Warehouse):
     """label, host_rule, host_gates_failed, positive_eligible and the rehosting history, per episode."""
-    loaded = rubric_checked_in_force(project_meta, rubric)
+    loaded = rubric_checked_in_force(project_meta, stored_table(warehouse, "rubric", context.instance))
+    episodes, renders, verdicts = (stored_series(warehouse, stage, context.partition_keys)
+                                   for stage in ("episodes", "renders", "verdicts"))
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     frames, metadata, counted = {}, {}, {}
     if len(context.partition_keys) > 1:  # one listing of every series' generations, the last ones read together

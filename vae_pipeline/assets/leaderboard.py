@@ -47,7 +47,7 @@ from vae_pipeline.domain.dataset.rows import publishable
 from vae_pipeline.domain.verdicts.rubric import AXES as SCORE_AXES
 from vae_pipeline.domain.episodes.series import COMPARISONS_DIR, discover_series
 from vae_pipeline.domain.table_versions import content_version
-from vae_pipeline.storage.io_manager import parquet_bytes
+from vae_pipeline.storage.io_manager import parquet_bytes, stored_table
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, RunsRoot, ScrubSettings, Warehouse
 from vae_pipeline.storage.versions import frame_version, record_metadata, written_source
 
@@ -162,11 +162,12 @@ def _report_bad(context: dg.AssetExecutionContext, bad: list) -> None:
         context.log.warning(f"comparisons/{line.file}:{line.line}: {line.reason} (line skipped)")
 
 
-@dg.asset(code_version="pairwise_judgments-1", group_name="leaderboard", kinds={"polars"})
+@dg.asset(code_version="pairwise_judgments-1", group_name="leaderboard", kinds={"polars"}, deps=["entrants"])
 def pairwise_judgments(context: dg.AssetExecutionContext, runs_root: RunsRoot,
-                       entrants: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+                       warehouse: Warehouse) -> dg.Output[pl.DataFrame]:
     """The pairwise judge's lines from `comparisons/*.jsonl`, one row per line and axis; a bad line
     is a row with its file, line and reason, and takes no further part."""
+    entrants = stored_table(warehouse, "entrants", context.instance)
     judgments, bad = read_judgments(comparison_files(runs_root, human=False), entrant_map(entrants))
     _report_bad(context, bad)
     frame = _with_bad_lines(judgments, bad)
@@ -179,11 +180,12 @@ def pairwise_judgments(context: dg.AssetExecutionContext, runs_root: RunsRoot,
     })
 
 
-@dg.asset(code_version="human_votes-1", group_name="leaderboard", kinds={"polars"})
+@dg.asset(code_version="human_votes-1", group_name="leaderboard", kinds={"polars"}, deps=["entrants"])
 def human_votes(context: dg.AssetExecutionContext, runs_root: RunsRoot,
-                entrants: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+                warehouse: Warehouse) -> dg.Output[pl.DataFrame]:
     """People's votes from `comparisons/human/*.jsonl`, one row per line (bad lines as in
     `pairwise_judgments`)."""
+    entrants = stored_table(warehouse, "entrants", context.instance)
     votes, bad = read_votes(comparison_files(runs_root, human=True), entrant_map(entrants))
     _report_bad(context, bad)
     frame = _with_bad_lines(votes, bad)
@@ -222,13 +224,15 @@ def _drawn(path: UPath) -> bytes | None:
         return None
 
 
-@dg.asset(code_version="leaderboard-1", group_name="leaderboard", kinds={"parquet"})
+@dg.asset(code_version="leaderboard-1", group_name="leaderboard", kinds={"parquet"},
+          deps=["entrants", "pairwise_judgments"])
 def leaderboard(context: dg.AssetExecutionContext, project_meta: ProjectMeta, dataset_folder: DatasetFolder,
-                entrants: pl.DataFrame, pairwise_judgments: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+                warehouse: Warehouse) -> dg.Output[pl.DataFrame]:
     """Bradley–Terry ratings per source (`scores`, `pairwise`), axis and `overall`, with bootstrap
     intervals and ranks: `data/leaderboard.parquet` and the chart `leaderboard.png`."""
+    entrants = stored_table(warehouse, "entrants", context.instance)
     ranked = entrants.filter("ranked") if entrants.height else entrants
-    combined = combine_orders(valid_rows(pairwise_judgments))
+    combined = combine_orders(valid_rows(stored_table(warehouse, "pairwise_judgments", context.instance)))
     table = leaderboard_table(ranked, combined, rounds=project_meta.leaderboard_rounds,
                               seed=project_meta.leaderboard_seed)
     root = dataset_folder.root
@@ -247,13 +251,15 @@ def leaderboard(context: dg.AssetExecutionContext, project_meta: ProjectMeta, da
     })
 
 
-@dg.asset(code_version="judge_agreement-1", group_name="leaderboard", kinds={"parquet"})
+@dg.asset(code_version="judge_agreement-1", group_name="leaderboard", kinds={"parquet"},
+          deps=["pairwise_judgments", "human_votes"])
 def judge_agreement(context: dg.AssetExecutionContext, dataset_folder: DatasetFolder,
-                    pairwise_judgments: pl.DataFrame, human_votes: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+                    warehouse: Warehouse) -> dg.Output[pl.DataFrame]:
     """How far the pairwise judge agrees with people, by confidence bucket; its order consistency
     and position bias: `data/judge_agreement.parquet`."""
-    judgments = valid_rows(pairwise_judgments)
-    table = agreement_table(judgments, combine_orders(judgments), valid_rows(human_votes))
+    judgments = valid_rows(stored_table(warehouse, "pairwise_judgments", context.instance))
+    votes = valid_rows(stored_table(warehouse, "human_votes", context.instance))
+    table = agreement_table(judgments, combine_orders(judgments), votes)
     write_if_changed(dataset_folder.root / AGREEMENT_PARQUET, parquet_bytes(table))
     return dg.Output(table, data_version=frame_version(table), metadata={
         "vote_lines": int(table.filter(pl.col("bucket") == "all")["lines"].sum() or 0),
@@ -305,16 +311,15 @@ CARD_CHECKS = {
 @dg.multi_asset_check(specs=[dg.AssetCheckSpec(name, asset="dataset_card", description=about + REFUSES_THE_RELEASE,
                                               additional_deps=["entrants", "pairwise_judgments", "human_votes"])
                              for name, about in CARD_CHECKS.items()],
-                      ins={name: dg.AssetIn(name) for name in ("entrants", "pairwise_judgments", "human_votes")},
                       can_subset=True)
-def dataset_card_checks(context: dg.AssetCheckExecutionContext, project_meta: ProjectMeta, entrants: pl.DataFrame,
-                        pairwise_judgments: pl.DataFrame, human_votes: pl.DataFrame):
+def dataset_card_checks(context: dg.AssetCheckExecutionContext, project_meta: ProjectMeta, warehouse: Warehouse):
     """The leaderboard's publish checks that the run selected, in one step (one step's cost, not two)."""
     selected = {key.name for key in context.selected_asset_check_keys}
     if "ranked_series_published" in selected:
-        yield ranked_series_published(project_meta, entrants)
+        yield ranked_series_published(project_meta, stored_table(warehouse, "entrants", context.instance))
     if "no_bad_comparisons" in selected:
-        yield no_bad_comparisons(pairwise_judgments, human_votes)
+        yield no_bad_comparisons(*(stored_table(warehouse, name, context.instance)
+                                   for name in ("pairwise_judgments", "human_votes")))
 
 
 LEADERBOARD_CHECKS = [dataset_card_checks]

@@ -50,12 +50,11 @@ from vae_pipeline.domain.check_items import said_of
 from vae_pipeline.domain.dataset.rows import publishable
 from vae_pipeline.domain.objects import exists, is_local, listed_identity, listing, put_bytes, read_bytes
 from vae_pipeline.storage.checks import items_folder, items_metadata
-from vae_pipeline.storage.io_manager import ROLLUPS
+from vae_pipeline.storage.io_manager import ROLLUPS, stored_table
 from vae_pipeline.storage.resources import DatasetFolder, ProjectMeta, Warehouse
 
 PUBLISH_JOB = "publish"  # the job of the release alone (the Launchpad's)
 PUBLISH_CHECKS_JOB = "publish_checks"  # the publish checks against the current files (`vae publish` runs it first)
-TABLE = {"episode_table": dg.AssetIn("episode_table")}
 # The op tags of a step that reads the checks' results (the review site): in a run
 # with the checks, the in-process executor starts the highest priority first, so it comes after.
 AFTER_THE_CHECKS = {"dagster/priority": "-1"}
@@ -365,17 +364,18 @@ DATASET_CHECKS: dict[str, tuple[Callable[[Given], dg.AssetCheckResult], str]] = 
 }
 
 
-@dg.multi_asset_check(specs=[dg.AssetCheckSpec(name, asset=dataset_episodes, additional_deps=list(TABLE),
+@dg.multi_asset_check(specs=[dg.AssetCheckSpec(name, asset=dataset_episodes, additional_deps=["episode_table"],
                                               description=about + REFUSES_THE_RELEASE)
                              for name, (_, about) in DATASET_CHECKS.items()],
-                      ins=TABLE, can_subset=True)
+                      can_subset=True)
 def dataset_episodes_checks(context: dg.AssetCheckExecutionContext, project_meta: ProjectMeta,
-                            dataset_folder: DatasetFolder, warehouse: Warehouse, episode_table: pl.DataFrame):
+                            dataset_folder: DatasetFolder, warehouse: Warehouse):
     """The publish checks of `dataset_episodes` that the run selected, in one step: a build's run
     pays one step and one load of the episode table for all of them, not one each. A check that
     raises stops none of the others; the step then fails with its error, and it reads as not
     evaluated, which refuses the release as a failure does."""
-    given = Given(context, project_meta, dataset_folder, warehouse, episode_table)
+    given = Given(context, project_meta, dataset_folder, warehouse,
+                  stored_table(warehouse, "episode_table", context.instance))
     selected = {key.name for key in context.selected_asset_check_keys}
     errors = []
     for name, (check, _) in DATASET_CHECKS.items():

@@ -19,7 +19,7 @@ from vae_pipeline.domain.dataset.rows import JUDGE_FRAMES, RANGES
 from vae_pipeline.domain.verdicts.rubric import load_rubric
 from vae_pipeline.domain.video.sampler import sample_times
 from vae_pipeline.domain.table_versions import content_version
-from vae_pipeline.storage.io_manager import other_series_tables, read_table, with_run_tables
+from vae_pipeline.storage.io_manager import other_series_tables, read_table, stored_series, with_run_tables
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
 from vae_pipeline.storage.resources import ProjectMeta, RunsRoot, Warehouse
 from vae_pipeline.storage.versions import series_output
@@ -82,16 +82,18 @@ def _reusable(old: dict | None, key: str, warehouse: Warehouse, listed: dict[str
 
 @dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version=RENDERS_CODE_VERSION,
           group_name="series", kinds={"pyav", "parquet"}, pool="renders",  # vae_pipeline.engines.pools
+          deps=["episodes"],
           check_specs=[dg.AssetCheckSpec("every_delivered_video_analysed", asset="renders",
                                          description="Every delivered out.mp4 of every series has its facts"),
                        dg.AssetCheckSpec("facts_in_domain", asset="renders",
                                          description="Sizes and fps positive, black and freeze ranges ordered "
                                                      "and inside the video's duration")])
 def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
-            warehouse: Warehouse, episodes: dict[str, pl.DataFrame]):
+            warehouse: Warehouse):
     """Facts of every delivered out.mp4 (one decode pass each, in parallel), the judge's frames
     and a contact sheet per episode. A video whose bytes, brief and sampler settings are those of
     the last run is not decoded again: an episode added to a running series decodes alone."""
+    episodes = stored_series(warehouse, "episodes", context.partition_keys)
     sampler_settings = load_rubric(rubric_file(project_meta)).sampler
     frames, metadata = {}, {}
     stored = fresh_listing(warehouse.home / "tables" / "renders")  # one LIST, not a HEAD a series

@@ -37,7 +37,7 @@ from vae_pipeline.domain.dataset.rows import load_withheld
 from vae_pipeline.domain.verdicts.rubric import load_rubric
 from vae_pipeline.domain.table_versions import content_version
 from vae_pipeline.storage.checks import check_items, check_outcomes
-from vae_pipeline.storage.io_manager import read_table
+from vae_pipeline.storage.io_manager import read_table, stored_table
 from vae_pipeline.storage.resources import (
     DatasetFolder,
     ProjectMeta,
@@ -110,18 +110,19 @@ def fetch_linked_files(warehouse: Warehouse, table: pl.DataFrame) -> None:
 
 
 @dg.asset(code_version="review_site-2", group_name="review", kinds={"html"},
-          deps=[dataset_episodes, dataset_card], op_tags=AFTER_THE_CHECKS)
+          deps=[dataset_episodes, dataset_card, "episode_table", "dataset_rows", "rubric"], op_tags=AFTER_THE_CHECKS)
 def review_site(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehouse: Warehouse,
-                dataset_folder: DatasetFolder, scrub_settings: ScrubSettings, episode_table: pl.DataFrame,
-                dataset_rows: pl.DataFrame, rubric: pl.DataFrame) -> dg.MaterializeResult:
+                dataset_folder: DatasetFolder, scrub_settings: ScrubSettings) -> dg.MaterializeResult:
     """Static pages to watch every episode with its facts, frames, verdict and scrub report; a new
     series renders its own pages and the index, not the others'."""
     try:
         _, _, withheld = load_withheld(project_meta.root / WITHHELD)
     except BadInput as exc:
         raise dg.Failure(description=f"meta/{exc}") from None
+    dataset_rows, rubric = (stored_table(warehouse, name, context.instance) for name in ("dataset_rows", "rubric"))
     inputs = SiteInputs(
-        rows=episode_table, published=set(dataset_rows["id"].to_list()) if dataset_rows.height else set(),
+        rows=stored_table(warehouse, "episode_table", context.instance),
+        published=set(dataset_rows["id"].to_list()) if dataset_rows.height else set(),
         withheld=withheld, checks=latest_checks(context.instance, warehouse), history=label_history(warehouse),
         rubric=load_rubric(project_meta.root / rubric["file"][0]), leaderboard=read_leaderboard(dataset_folder),
         scrub=scrub_config(scrub_settings), warnings=build_warnings(context.instance, warehouse))

@@ -15,8 +15,9 @@ from vae_pipeline.domain.scrub.texts import ScrubConfig
 from vae_pipeline.domain.errors import BadInput, reading
 from vae_pipeline.domain.verdicts.judge import parse_judge
 from vae_pipeline.domain.verdicts.rubric import AXES
+from vae_pipeline.storage.io_manager import stored_series
 from vae_pipeline.storage.partitions import SERIES_BACKFILL, series_partitions
-from vae_pipeline.storage.resources import RunsRoot, ScrubSettings
+from vae_pipeline.storage.resources import RunsRoot, ScrubSettings, Warehouse
 from vae_pipeline.storage.versions import series_output
 
 VERDICTS_SCHEMA = {
@@ -69,10 +70,11 @@ def read_verdict(runs_root: RunsRoot, row: dict, config: ScrubConfig) -> dict:
 
 
 @dg.asset(partitions_def=series_partitions, backfill_policy=SERIES_BACKFILL, code_version="verdicts-3",
-          group_name="series", kinds={"parquet"})
+          group_name="series", kinds={"parquet"}, deps=["episodes"])
 def verdicts(context: dg.AssetExecutionContext, runs_root: RunsRoot, scrub_settings: ScrubSettings,
-             episodes: dict[str, pl.DataFrame]) -> dg.Output[dict[str, pl.DataFrame]]:
+             warehouse: Warehouse) -> dg.Output[dict[str, pl.DataFrame]]:
     """judge.json of every judged episode: the answer's scores and defects, versions, stored host label."""
+    episodes = stored_series(warehouse, "episodes", context.partition_keys)
     frames, metadata = {}, {}
     config = scrub_config(scrub_settings)
     for series in context.partition_keys:

@@ -265,3 +265,40 @@ def test_a_ranged_run_reads_the_partitions_once_for_its_per_series_metadata(tmp_
             assert record.asset_materialization.metadata["series_named"].value == key
         assert not instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=dg.AssetKey("per_series"), asset_partitions=[keys[-1]]), limit=1).records
+
+
+def test_an_in_process_run_reads_the_series_once_however_often_its_steps_ask(tmp_path, monkeypatch):
+    """Dagster lists every series again each time a step asks for its partition keys or range
+    (and at the run's creation); `vae build`'s in-process run answers them all from one read
+    (no step adds a series), and the instance reads afresh once the run is over."""
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    from vae_pipeline.cli import launch
+    from vae_pipeline.storage.partitions import series_partitions
+
+    keys = [f"2026-01-{day:02d}-s{day}" for day in range(1, 11)]
+    seen = []
+
+    def stage(name: str, upstream: list[str]) -> dg.AssetsDefinition:
+        @dg.asset(name=name, deps=upstream, partitions_def=series_partitions,
+                  backfill_policy=dg.BackfillPolicy.single_run())
+        def _stage(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+            for _ in range(3):
+                seen.append(list(context.partition_keys))
+            return dg.MaterializeResult()
+        return _stage
+
+    chain = [stage("first", []), stage("second", ["first"]), stage("third", ["second"])]
+    job = dg.Definitions(assets=chain).resolve_implicit_global_asset_job_def()
+    monkeypatch.setattr(launch, "job_named", lambda name: job)
+    with dg.DagsterInstance.ephemeral(tempdir=str(tmp_path)) as instance:
+        instance.add_dynamic_partitions(SERIES, keys)
+        storage = instance.event_log_storage
+        real, reads = storage.get_dynamic_partitions, []
+        monkeypatch.setattr(storage, "get_dynamic_partitions", lambda name: reads.append(name) or real(name))
+        tags = {ASSET_PARTITION_RANGE_START_TAG: keys[2], ASSET_PARTITION_RANGE_END_TAG: keys[6]}
+        assert launch.run_job("refresh", instance, tags=tags).success
+        assert reads == [SERIES]
+        assert seen == [keys[2:7]] * 9
+        instance.add_dynamic_partitions(SERIES, ["2026-02-01-late"])
+        assert "2026-02-01-late" in instance.get_dynamic_partitions(SERIES) and reads == [SERIES, SERIES]

@@ -12,6 +12,7 @@ import dagster as dg
 
 from vae_pipeline.engines.executor import engine_of
 from vae_pipeline.engines.recovery import process_tags
+from vae_pipeline.storage.partitions import partitions_read_once
 
 
 def job_named(name: str) -> dg.JobDefinition:
@@ -35,9 +36,12 @@ def run_job(name: str, instance: dg.DagsterInstance, *, asset_selection: Sequenc
     config = dict(run_config or {})
     if engine_of(config.get("execution", {}).get("config", {})) == "in_process":
         config.pop("execution", None)  # execute_in_process takes no executor config
-        return job_named(name).execute_in_process(
-            instance=instance, partition_key=partition_key, asset_selection=asset_selection,
-            tags=run_tags, run_config=config, raise_on_error=False)
+        # Dagster reads every series again each time a step asks for a partition key or range
+        # (3.5 ms a read at 2,500 series): the series are added before a run, never by one
+        with partitions_read_once(instance):
+            return job_named(name).execute_in_process(
+                instance=instance, partition_key=partition_key, asset_selection=asset_selection,
+                tags=run_tags, run_config=config, raise_on_error=False)
     if partition_key is not None:
         run_tags["dagster/partition"] = partition_key
     job = dg.build_reconstructable_job(__name__, job_named.__name__, reconstructable_args=(name,))

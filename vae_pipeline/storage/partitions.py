@@ -40,7 +40,8 @@ def partitions_read_once(instance: dg.DagsterInstance) -> Iterator[None]:
     `add_asset_metadata(partition_key=...)` reads every partition of the run's definition three
     times a call to check the key is in the run's range (a query of all N series): called once per
     series of a ranged run, that is N^2 work (24 ms a call at 500 series). For the calls of one
-    step, which adds no partition. Inside another such scope, that scope's read serves."""
+    step or one in-process run, neither of which adds a partition. Inside another such scope,
+    that scope's read serves."""
     if "get_dynamic_partitions" in vars(instance):
         yield
         return

@@ -87,11 +87,11 @@ def bundle_rows(runs_root: RunsRoot, warehouse: Warehouse, rows: list[dict], con
 def bundles(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta: ProjectMeta,
             warehouse: Warehouse, scrub_settings: ScrubSettings) -> dg.Output[dict[str, pl.DataFrame]]:
     """The scrubbed, slimmed, byte-reproducible archive of every valid episode, and its manifest parts."""
-    episodes = stored_series(warehouse, "episodes", context.partition_keys)
+    keys = list(context.partition_keys)
+    episodes = stored_series(warehouse, "episodes", keys)
     config = scrub_config(scrub_settings, project_meta)
     source = scrub_source(project_meta, scrub_settings)
     frames, metadata = {}, {}
-    keys = list(context.partition_keys)
     listed = warehouse.mirror.listed_for("bundles", keys)  # what the home holds already: not a HEAD a file
     with uploads_in_background():  # each archive goes up while the next is made
         for series in keys:

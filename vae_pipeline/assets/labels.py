@@ -187,16 +187,16 @@ def _label_name(label: str | None) -> str:
 def labels(context: dg.AssetExecutionContext, project_meta: ProjectMeta, warehouse: Warehouse):
     """label, host_rule, host_gates_failed, positive_eligible and the rehosting history, per episode."""
     loaded = rubric_checked_in_force(project_meta, stored_table(warehouse, "rubric", context.instance))
-    episodes, renders, verdicts = (stored_series(warehouse, stage, context.partition_keys)
-                                   for stage in ("episodes", "renders", "verdicts"))
+    keys = context.partition_keys
+    episodes, renders, verdicts = (stored_series(warehouse, stage, keys) for stage in ("episodes", "renders", "verdicts"))
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     frames, metadata, counted = {}, {}, {}
-    if len(context.partition_keys) > 1:  # one listing of every series' generations, the last ones read together
+    if len(keys) > 1:  # one listing of every series' generations, the last ones read together
         listed = listed_generations(warehouse)
-        found = latest_states(warehouse, {series: listed.get(series, {}) for series in context.partition_keys})
+        found = latest_states(warehouse, {series: listed.get(series, {}) for series in keys})
     else:
         found = {}
-    for series in context.partition_keys:
+    for series in keys:
         frame, changes = record_labels(
             warehouse, series,
             lambda previous, s=series: compute_labels(episodes[s], renders[s], verdicts[s], loaded, previous, now), now,

@@ -93,12 +93,12 @@ def renders(context: dg.AssetExecutionContext, runs_root: RunsRoot, project_meta
     """Facts of every delivered out.mp4 (one decode pass each, in parallel), the judge's frames
     and a contact sheet per episode. A video whose bytes, brief and sampler settings are those of
     the last run is not decoded again: an episode added to a running series decodes alone."""
-    episodes = stored_series(warehouse, "episodes", context.partition_keys)
+    keys = list(context.partition_keys)
+    episodes = stored_series(warehouse, "episodes", keys)
     sampler_settings = load_rubric(rubric_file(project_meta)).sampler
     frames, metadata = {}, {}
     stored = fresh_listing(warehouse.home / "tables" / "renders")  # one LIST, not a HEAD a series
     # on a bucket, what the home holds of the run's videos and frames already: not a HEAD a file
-    keys = list(context.partition_keys)
     listed = warehouse.mirror.listed_for("videos", keys) | warehouse.mirror.listed_for("frames", keys)
     with uploads_in_background():  # the videos and frames go up while the next ones decode
         for series in keys:

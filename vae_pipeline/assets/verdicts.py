@@ -74,10 +74,11 @@ def read_verdict(runs_root: RunsRoot, row: dict, config: ScrubConfig) -> dict:
 def verdicts(context: dg.AssetExecutionContext, runs_root: RunsRoot, scrub_settings: ScrubSettings,
              warehouse: Warehouse) -> dg.Output[dict[str, pl.DataFrame]]:
     """judge.json of every judged episode: the answer's scores and defects, versions, stored host label."""
-    episodes = stored_series(warehouse, "episodes", context.partition_keys)
+    keys = context.partition_keys
+    episodes = stored_series(warehouse, "episodes", keys)
     frames, metadata = {}, {}
     config = scrub_config(scrub_settings)
-    for series in context.partition_keys:
+    for series in keys:
         judged = episodes[series].filter(pl.col("valid") & pl.col("judged")).to_dicts()
         if judged:  # its files here: on a bucket, this machine may have run no other step of the series
             runs_root.series_dir(series)

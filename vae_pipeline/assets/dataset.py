@@ -186,7 +186,7 @@ def read_withheld(project_meta: ProjectMeta) -> tuple[set[str], set[str]]:
     return withheld_episodes, withheld_series
 
 
-@dg.asset(code_version="dataset_rows-2", group_name="dataset", kinds={"parquet"}, deps=[episode_table])
+@dg.asset(code_version="dataset_rows-2", group_name="dataset", kinds={"parquet"}, deps=["episode_table"])
 def dataset_rows(context: dg.AssetExecutionContext, project_meta: ProjectMeta, dataset_folder: DatasetFolder,
                  warehouse: Warehouse) -> dg.Output[pl.DataFrame]:
     """`episodes.jsonl` and `data/episodes.parquet`: valid episodes of completed series, by id."""

@@ -157,8 +157,9 @@ class SeriesTables(dg.UPathIOManager):
                 self.dump_to_path(context, frame, paths[series])
 
     def load_input(self, context: dg.InputContext) -> pl.DataFrame | dict[str, pl.DataFrame]:
-        if not context.has_asset_partitions:
-            return stored_table(self.warehouse, context.asset_key, context.instance)
+        if not context.has_asset_partitions:  # the instance is asked only on a bucket
+            instance = None if is_local(self.warehouse.home) else context.instance
+            return stored_table(self.warehouse, context.asset_key, instance)
         return stored_series(self.warehouse, context.asset_key, context.asset_partition_keys)
 
 
@@ -181,9 +182,8 @@ def _recorded_object(instance: dg.DagsterInstance | None, key: dg.AssetKey) -> d
 def stored_table(warehouse: Warehouse, asset: dg.AssetKey | str, instance: dg.DagsterInstance | None,
                  ) -> pl.DataFrame:
     """An unpartitioned asset's stored table. On disk the file is read where it is, once a process
-    (`ReadOnce`); on a bucket it is not fetched when the asset's latest materialization (in
-    `instance`) recorded the bytes this process holds (a recorded object of an event fetched would
-    not count on disk)."""
+    (`ReadOnce`; `instance` is not asked); on a bucket it is not fetched when the asset's latest
+    materialization (in `instance`) recorded the bytes this process holds."""
     key = dg.AssetKey.from_coercible(asset)
     path = warehouse.table(key, None)
     return READ_ONCE.read(path) if is_local(path) else read_table(path, _recorded_object(instance, key))
